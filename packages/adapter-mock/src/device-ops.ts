@@ -1,0 +1,183 @@
+/**
+ * The capability operations: loop devices, block devices, filesystem tools and statfs. A filesystem
+ * made on a device is a persistent tree kept with the device's image, so its data survives unmount
+ * and remount (and, for a loop device, detach and re-attach of the same file).
+ */
+import type { FsStats } from '@kubevol/core'
+import { dirname, HostError } from '@kubevol/core'
+import type { BlockDevice } from './devices.js'
+import { backingSize, imageOf } from './devices.js'
+import { mkdir } from './file-ops.js'
+import { Filesystem } from './filesystem.js'
+import type { HostState } from './host-state.js'
+import { isDeviceOpen, recordViolation } from './host-state.js'
+import { lookup, lookupExisting } from './lookup.js'
+import type { DiskImage, FileNode } from './nodes.js'
+
+// mkfs.ext4's default bytes-per-inode.
+const bytesPerInode = 16384
+
+function deviceAt(state: HostState, path: string, syscall: string): BlockDevice {
+  const { node } = lookupExisting(state.table, path, { follow: true, syscall }).found
+  if (node.type !== 'block-device') throw new HostError('EINVAL', syscall, path, 'not a block device')
+  const device = state.devices.get(node.rdev)
+  if (!device) throw new HostError('ENXIO', syscall, path, 'no such device or address')
+  return device
+}
+
+function imageAt(state: HostState, path: string, syscall: string): { device: BlockDevice; image: DiskImage } {
+  const device = deviceAt(state, path, syscall)
+  const image = imageOf(device)
+  if (!image) throw new HostError('ENXIO', syscall, path, 'loop device is not attached')
+  return { device, image }
+}
+
+function newDeviceFilesystem(state: HostState, device: BlockDevice, fstype: string): Filesystem {
+  const fs = new Filesystem({
+    fstype,
+    major: device.major,
+    minor: device.minor,
+    capacityBytes: device.sizeBytes,
+    inodeLimit: Math.max(16, Math.floor(device.sizeBytes / bytesPerInode)),
+    rootMode: 0o755,
+    clock: state.clock,
+  })
+  // mke2fs makes lost+found; a test that lists a fresh ext mount sees it, as on Linux.
+  if (fstype.startsWith('ext')) fs.link(fs.root, 'lost+found', fs.newDir(0o700))
+  return fs
+}
+
+/** Makes room for a device node at `path` (parents created) and returns a function that links it. */
+function deviceNodeSlot(state: HostState, path: string): (device: BlockDevice) => void {
+  mkdir(state, dirname(path), { recursive: true })
+  const result = lookup(state.table, path, { follow: false, syscall: 'mknod' })
+  const parent = result.parent
+  if (result.entry || !parent) throw new HostError('EEXIST', 'mknod', path, 'file exists')
+  return (device) => parent.node.fs.link(parent.node, result.name, parent.node.fs.newDevice('block-device', device.rdev, 0o660))
+}
+
+/** Test setup: a disk of `sizeBytes` at `path`, blank or already holding a `fstype` filesystem. */
+export function addBlockDevice(state: HostState, path: string, sizeBytes: number, fstype?: string): void {
+  const link = deviceNodeSlot(state, path)
+  const device = state.devices.addDisk(path, sizeBytes)
+  link(device)
+  if (fstype && device.image) {
+    device.image.signature = fstype
+    device.image.fs = newDeviceFilesystem(state, device, fstype)
+  }
+}
+
+/** Attaches a file (or a block device) to the lowest free loop device. */
+export function attachLoop(state: HostState, file: string, readOnly: boolean): string {
+  const { node } = lookupExisting(state.table, file, { follow: true, syscall: 'losetup' }).found
+  let backing: FileNode | BlockDevice
+  if (node.type === 'file') backing = node
+  else if (node.type === 'block-device') backing = deviceAt(state, file, 'losetup')
+  else throw new HostError('EINVAL', 'losetup', file, 'not a regular file or block device')
+  const loop = state.devices.freeLoop()
+  mkdir(state, '/dev', { recursive: true })
+  if (!lookup(state.table, loop.path, { follow: false, syscall: 'losetup' }).entry) deviceNodeSlot(state, loop.path)(loop)
+  loop.loop = { backing, readOnly, autoclear: false }
+  loop.sizeBytes = backingSize(loop.loop)
+  return loop.path
+}
+
+/** Detaches a loop device; while it is open, it goes when its last mount does (autoclear). */
+export function detachLoop(state: HostState, path: string): void {
+  const loop = deviceAt(state, path, 'losetup')
+  if (!loop.isLoop || !loop.loop) throw new HostError('ENXIO', 'losetup', path, 'loop device is not attached')
+  if (isDeviceOpen(state, loop)) {
+    loop.loop.autoclear = true
+    return
+  }
+  loop.loop = null
+  loop.sizeBytes = 0
+}
+
+/** The loop devices backed by `file`, lowest first. */
+export function findLoops(state: HostState, file: string): string[] {
+  const { node } = lookupExisting(state.table, file, { follow: true, syscall: 'losetup' }).found
+  const device = node.type === 'block-device' ? state.devices.get(node.rdev) : undefined
+  return state.devices
+    .attachedLoops()
+    .filter((loop) => loop.loop?.backing === node || (device && loop.loop?.backing === device))
+    .map((loop) => loop.path)
+}
+
+/** Re-reads the backing size (`LOOP_SET_CAPACITY`). */
+export function refreshLoopCapacity(state: HostState, path: string): void {
+  const loop = deviceAt(state, path, 'losetup')
+  if (!loop.isLoop || !loop.loop) throw new HostError('ENXIO', 'losetup', path, 'loop device is not attached')
+  loop.sizeBytes = backingSize(loop.loop)
+}
+
+/** The size in bytes (0 for a loop device that is not attached). */
+export function blockDeviceSize(state: HostState, path: string): number {
+  return deviceAt(state, path, 'ioctl').sizeBytes
+}
+
+/** True while the device is mounted or backs a loop device. */
+export function isBlockDeviceOpen(state: HostState, path: string): boolean {
+  return isDeviceOpen(state, deviceAt(state, path, 'open'))
+}
+
+/** The signature on the device, null when blank; ENXIO for a loop device that is not attached. */
+export function detectFilesystem(state: HostState, path: string): string | null {
+  return imageAt(state, path, 'blkid').image.signature
+}
+
+function isMounted(state: HostState, image: DiskImage): boolean {
+  return image.fs !== null && state.table.all.some((mount) => mount.fs === image.fs)
+}
+
+/**
+ * mkfs: records `fstype` and a fresh tree. Refuses nothing itself (the caller must have checked
+ * `detect`), but strict mode records formatting over a filesystem or a device in use.
+ */
+export function formatDevice(state: HostState, path: string, fstype: string): void {
+  const { device, image } = imageAt(state, path, 'mkfs')
+  if (device.loop?.readOnly) throw new HostError('EROFS', 'mkfs', path, 'read-only device')
+  if (image.signature) {
+    recordViolation(state, 'format-over-filesystem', path, `format ${fstype} over the ${image.signature} filesystem on ${path}`)
+  }
+  if (isDeviceOpen(state, device) || isMounted(state, image)) {
+    recordViolation(state, 'format-device-in-use', path, `format of ${path} while it is mounted or open`)
+  }
+  image.signature = fstype
+  image.fs = newDeviceFilesystem(state, device, fstype)
+}
+
+/** fsck: EINVAL without a matching filesystem, EBUSY while it is mounted read-write. */
+export function checkFilesystem(state: HostState, path: string, fstype: string): void {
+  const { image } = imageAt(state, path, 'fsck')
+  if (image.signature !== fstype) throw new HostError('EINVAL', 'fsck', path, `no ${fstype} filesystem found`)
+  const rw = state.table.all.some((mount) => mount.fs === image.fs && !mount.readOnly && !mount.fs.readOnly)
+  if (rw) throw new HostError('EBUSY', 'fsck', path, 'filesystem is mounted read-write')
+}
+
+/** resize2fs / xfs_growfs: the capacity becomes the device size. */
+export function resizeFilesystem(state: HostState, path: string, fstype: string, mountPath?: string): void {
+  const { device, image } = imageAt(state, path, 'resize')
+  const fs = image.fs
+  if (!fs || image.signature !== fstype) throw new HostError('EINVAL', 'resize', path, `no ${fstype} filesystem found`)
+  if (mountPath !== undefined) {
+    const found = lookupExisting(state.table, mountPath, { follow: true, syscall: 'resize' }).found
+    if (found.mount.fs !== fs) throw new HostError('EINVAL', 'resize', mountPath, `${path} is not mounted here`)
+  }
+  if (fs.usedBytes > device.sizeBytes) throw new HostError('ENOSPC', 'resize', path, 'data does not fit the new size')
+  fs.capacityBytes = device.sizeBytes
+  fs.inodeLimit = Math.max(fs.inodeLimit, Math.floor(device.sizeBytes / bytesPerInode))
+}
+
+/** statfs(2) of the filesystem `path` is on. */
+export function statfs(state: HostState, path: string): FsStats {
+  const { fs } = lookupExisting(state.table, path, { follow: true, syscall: 'statfs' }).found.node
+  return {
+    capacityBytes: fs.capacityBytes,
+    availableBytes: Math.max(0, fs.capacityBytes - fs.usedBytes),
+    usedBytes: fs.usedBytes,
+    inodes: fs.inodeLimit,
+    inodesFree: Math.max(0, fs.inodeLimit - fs.inodesUsed),
+    inodesUsed: fs.inodesUsed,
+  }
+}

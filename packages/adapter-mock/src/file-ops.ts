@@ -1,0 +1,166 @@
+/**
+ * File operations over the mount table: stat, mkdir, readdir, read/write, symlinks, modes and
+ * owners. Each is synchronous and throws a HostError with the errno the kernel would give.
+ */
+import type { FileInfo } from '@kubevol/core'
+import { dirname, HostError, isHostError } from '@kubevol/core'
+import type { HostState } from './host-state.js'
+import { assertWritable } from './host-state.js'
+import { lookup, lookupExisting } from './lookup.js'
+import type { FileNode, SpecialNodeType } from './nodes.js'
+import { fileInfo } from './nodes.js'
+import { encodeText } from './text.js'
+
+/** `lstat` (`follow` false) or `stat`: null when the path or a symlink's target does not exist. */
+export function statPath(state: HostState, path: string, follow: boolean): FileInfo | null {
+  try {
+    const result = lookup(state.table, path, { follow, syscall: follow ? 'stat' : 'lstat' })
+    return result.found ? fileInfo(result.found.node) : null
+  } catch (err) {
+    if (isHostError(err, 'ENOENT')) return null
+    throw err
+  }
+}
+
+function makeDir(state: HostState, path: string, mode: number): void {
+  const result = lookup(state.table, path, { follow: false, syscall: 'mkdir' })
+  if (result.entry || !result.parent) throw new HostError('EEXIST', 'mkdir', path, 'file exists')
+  assertWritable(result.parent.mount, 'mkdir', path)
+  const fs = result.parent.node.fs
+  if (!fs.hasRoom(0, 1)) throw new HostError('ENOSPC', 'mkdir', path, 'no space left on device')
+  fs.link(result.parent.node, result.name, fs.newDir(mode))
+}
+
+/** mkdir(2), or `mkdir -p` with `recursive`; `mode` (default 0o777) is masked by the umask. */
+export function mkdir(state: HostState, path: string, options: { readonly recursive?: boolean; readonly mode?: number } = {}): void {
+  const mode = (options.mode ?? 0o777) & ~state.umask
+  if (!options.recursive) {
+    makeDir(state, path, mode)
+    return
+  }
+  if (!path.startsWith('/')) throw new HostError('EINVAL', 'mkdir', path, 'path is not absolute')
+  const parts = path.split('/').filter((part) => part !== '')
+  for (let i = 1; i <= parts.length; i++) {
+    const prefix = `/${parts.slice(0, i).join('/')}`
+    const found = lookup(state.table, prefix, { follow: true, syscall: 'mkdir' }).found
+    if (!found) makeDir(state, prefix, mode)
+    else if (found.node.type !== 'directory') {
+      throw new HostError(i === parts.length ? 'EEXIST' : 'ENOTDIR', 'mkdir', path, i === parts.length ? 'file exists' : 'not a directory')
+    }
+  }
+}
+
+/** The names in a directory, sorted. */
+export function readdir(state: HostState, path: string): string[] {
+  const { node } = lookupExisting(state.table, path, { follow: true, syscall: 'scandir' }).found
+  if (node.type !== 'directory') throw new HostError('ENOTDIR', 'scandir', path, 'not a directory')
+  return [...node.children.keys()].sort()
+}
+
+/** A copy of a regular file's bytes (a sparse tail reads as zeros). */
+export function readFile(state: HostState, path: string): Uint8Array {
+  const { node } = lookupExisting(state.table, path, { follow: true, syscall: 'open' }).found
+  if (node.type === 'directory') throw new HostError('EISDIR', 'read', path, 'is a directory')
+  if (node.type !== 'file') throw new HostError('EINVAL', 'read', path, 'not a regular file')
+  const bytes = new Uint8Array(node.size)
+  bytes.set(node.data)
+  return bytes
+}
+
+function writeInto(file: FileNode, bytes: Uint8Array, path: string): void {
+  const fs = file.fs
+  // The content is replaced, so a filesystem image on it is gone (mkfs would have to run again).
+  file.image = null
+  if (fs.hasRoom(bytes.length - file.data.length)) {
+    fs.setData(file, bytes)
+    return
+  }
+  // Like write(2) after O_TRUNC: the file keeps what fit, then ENOSPC.
+  fs.setData(file, new Uint8Array(0))
+  fs.setData(file, bytes.slice(0, Math.max(0, fs.capacityBytes - fs.usedBytes)))
+  throw new HostError('ENOSPC', 'write', path, 'no space left on device')
+}
+
+/** Creates or replaces a regular file (following a symlink at `path`); `mode` applies on creation only. */
+export function writeFile(state: HostState, path: string, data: Uint8Array | string, options: { readonly mode?: number } = {}): void {
+  const bytes = typeof data === 'string' ? encodeText(data) : data.slice()
+  const result = lookup(state.table, path, { follow: true, syscall: 'open' })
+  if (result.found) {
+    const { node, mount } = result.found
+    if (node.type === 'directory') throw new HostError('EISDIR', 'open', path, 'is a directory')
+    if (node.type !== 'file') throw new HostError('EINVAL', 'open', path, 'not a regular file')
+    assertWritable(mount, 'open', path)
+    writeInto(node, bytes, path)
+    return
+  }
+  if (!result.parent) throw new HostError('ENOENT', 'open', path, 'no such file or directory')
+  assertWritable(result.parent.mount, 'open', path)
+  const fs = result.parent.node.fs
+  if (!fs.hasRoom(0, 1)) throw new HostError('ENOSPC', 'open', path, 'no space left on device')
+  const file = fs.newFile((options.mode ?? 0o666) & ~state.umask, new Uint8Array(0))
+  fs.link(result.parent.node, result.name, file)
+  writeInto(file, bytes, path)
+}
+
+/** symlink(2): `target` is stored verbatim and may dangle. */
+export function symlink(state: HostState, target: string, path: string): void {
+  if (target === '') throw new HostError('ENOENT', 'symlink', path, 'empty symlink target')
+  const result = lookup(state.table, path, { follow: false, syscall: 'symlink' })
+  if (result.entry || !result.parent) throw new HostError('EEXIST', 'symlink', path, 'file exists')
+  assertWritable(result.parent.mount, 'symlink', path)
+  const fs = result.parent.node.fs
+  if (!fs.hasRoom(0, 1)) throw new HostError('ENOSPC', 'symlink', path, 'no space left on device')
+  fs.link(result.parent.node, result.name, fs.newSymlink(target))
+}
+
+/** readlink(2): EINVAL when `path` is not a symlink. */
+export function readlink(state: HostState, path: string): string {
+  const { node } = lookupExisting(state.table, path, { follow: false, syscall: 'readlink' }).found
+  if (node.type !== 'symlink') throw new HostError('EINVAL', 'readlink', path, 'not a symbolic link')
+  return node.target
+}
+
+/** chmod(2), following a symlink. */
+export function chmod(state: HostState, path: string, mode: number): void {
+  const { node, mount } = lookupExisting(state.table, path, { follow: true, syscall: 'chmod' }).found
+  assertWritable(mount, 'chmod', path)
+  node.mode = mode & 0o7777
+}
+
+/** lchown(2): -1 keeps a value. */
+export function lchown(state: HostState, path: string, uid: number, gid: number): void {
+  const { node, mount } = lookupExisting(state.table, path, { follow: false, syscall: 'lchown' }).found
+  assertWritable(mount, 'lchown', path)
+  if (uid !== -1) node.uid = uid
+  if (gid !== -1) node.gid = gid
+}
+
+/** Creates a character device, socket or fifo at `path` (test setup: parents are created). */
+export function mknod(state: HostState, path: string, type: SpecialNodeType, mode = 0o644): void {
+  mkdir(state, dirname(path), { recursive: true })
+  const result = lookup(state.table, path, { follow: false, syscall: 'mknod' })
+  if (result.entry || !result.parent) throw new HostError('EEXIST', 'mknod', path, 'file exists')
+  const fs = result.parent.node.fs
+  const node = type === 'char-device' ? fs.newDevice(type, 0, mode) : fs.newSpecial(type, mode)
+  fs.link(result.parent.node, result.name, node)
+}
+
+/**
+ * Creates a regular file of `sizeBytes` (or resizes one, like `truncate -s`), holding no data: it
+ * reads as zeros and takes no space. For loop-device backing files (test setup: parents are created).
+ */
+export function allocateFile(state: HostState, path: string, sizeBytes: number): void {
+  mkdir(state, dirname(path), { recursive: true })
+  const result = lookup(state.table, path, { follow: true, syscall: 'truncate' })
+  if (result.found) {
+    const { node } = result.found
+    if (node.type !== 'file') throw new HostError('EINVAL', 'truncate', path, 'not a regular file')
+    node.fs.setData(node, node.data.slice(0, sizeBytes), sizeBytes)
+    return
+  }
+  if (!result.parent) throw new HostError('ENOENT', 'truncate', path, 'no such file or directory')
+  const fs = result.parent.node.fs
+  const file = fs.newFile(0o644, new Uint8Array(0))
+  file.size = sizeBytes
+  fs.link(result.parent.node, result.name, file)
+}

@@ -1,0 +1,148 @@
+/**
+ * A filesystem (the kernel's superblock): its own tree of nodes, a device number, a capacity, and
+ * the bookkeeping `statfs` reports. Every mount shows one filesystem; several mounts (binds) may show
+ * the same one.
+ */
+import type { Clock } from '@kubevol/core'
+import type { DeviceNode, DirNode, FileNode, Inode, SpecialNode, SymlinkNode } from './nodes.js'
+import { subtree } from './nodes.js'
+
+/** Linux's `new_encode_dev`: the `st_dev`/`st_rdev` number of `major:minor`. */
+export function makeDev(major: number, minor: number): number {
+  return (minor & 0xff) | ((major & 0xfff) << 8) | ((minor & ~0xff) << 12)
+}
+
+/** `major:minor` of an encoded device number. */
+export function deviceName(dev: number): string {
+  return `${(dev >> 8) & 0xfff}:${(dev & 0xff) | ((dev >> 12) & ~0xff)}`
+}
+
+/** How to build a filesystem. */
+export interface FilesystemOptions {
+  readonly fstype: string
+  readonly major: number
+  readonly minor: number
+  readonly capacityBytes: number
+  readonly inodeLimit: number
+  /** Permission bits of the root directory. */
+  readonly rootMode: number
+  /** Filesystem options shown after `rw`/`ro` in the super options (`size=64m`). */
+  readonly superOptions?: readonly string[]
+  readonly clock: Clock
+}
+
+/** One filesystem: a tree, a device number, capacity and usage. */
+export class Filesystem {
+  readonly fstype: string
+  readonly root: DirNode
+  /** Updated when a persistent filesystem is mounted again from another device (a loop re-attach). */
+  major: number
+  minor: number
+  capacityBytes: number
+  inodeLimit: number
+  /** The superblock's read-only flag (a remount without `bind`). */
+  readOnly = false
+  superOptions: readonly string[]
+  /** Bytes held by file data (sparse tails are free, as on tmpfs and ext4). */
+  usedBytes = 0
+  inodesUsed = 0
+  #nextIno = 2
+  readonly #clock: Clock
+
+  constructor(options: FilesystemOptions) {
+    this.fstype = options.fstype
+    this.major = options.major
+    this.minor = options.minor
+    this.capacityBytes = options.capacityBytes
+    this.inodeLimit = options.inodeLimit
+    this.superOptions = options.superOptions ?? []
+    this.#clock = options.clock
+    this.root = this.newDir(options.rootMode)
+  }
+
+  get dev(): number {
+    return makeDev(this.major, this.minor)
+  }
+
+  /** `major:minor`, as in the mount table. */
+  get device(): string {
+    return `${this.major}:${this.minor}`
+  }
+
+  /** True when `bytes` more data and `inodes` more nodes fit. */
+  hasRoom(bytes: number, inodes = 0): boolean {
+    return this.usedBytes + bytes <= this.capacityBytes && this.inodesUsed + inodes <= this.inodeLimit
+  }
+
+  newDir(mode: number): DirNode {
+    return { type: 'directory', children: new Map(), ...this.#base(mode) }
+  }
+
+  newFile(mode: number, data: Uint8Array): FileNode {
+    this.usedBytes += data.length
+    return { type: 'file', data, size: data.length, image: null, ...this.#base(mode) }
+  }
+
+  newSymlink(target: string): SymlinkNode {
+    return { type: 'symlink', target, ...this.#base(0o777) }
+  }
+
+  newDevice(type: DeviceNode['type'], rdev: number, mode: number): DeviceNode {
+    return { type, rdev, ...this.#base(mode) }
+  }
+
+  newSpecial(type: SpecialNode['type'], mode: number): SpecialNode {
+    return { type, ...this.#base(mode) }
+  }
+
+  /** Links `node` into `dir` as `name` (replacing nothing: the caller unlinks first). */
+  link(dir: DirNode, name: string, node: Inode): void {
+    node.parent = dir
+    node.name = name
+    dir.children.set(name, node)
+    this.touch(dir)
+  }
+
+  /** Takes `node` out of its directory; it stays alive for whoever still holds it (a bind mount). */
+  unlink(node: Inode): void {
+    const dir = node.parent
+    if (!dir) return
+    dir.children.delete(node.name)
+    node.parent = null
+    this.touch(dir)
+  }
+
+  /** Gives back the space and inodes of a removed subtree. */
+  release(node: Inode): void {
+    for (const n of subtree(node)) {
+      this.inodesUsed--
+      if (n.type === 'file') this.usedBytes -= n.data.length
+    }
+  }
+
+  /** Replaces the bytes of `file`. The caller checked {@link hasRoom}. */
+  setData(file: FileNode, data: Uint8Array, size = data.length): void {
+    this.usedBytes += data.length - file.data.length
+    file.data = data
+    file.size = Math.max(size, data.length)
+    this.touch(file)
+  }
+
+  touch(node: Inode): void {
+    node.mtimeMs = this.#clock.now()
+  }
+
+  #base(mode: number) {
+    this.inodesUsed++
+    return {
+      ino: this.#nextIno++,
+      fs: this,
+      mode: mode & 0o7777,
+      uid: 0,
+      gid: 0,
+      mtimeMs: this.#clock.now(),
+      parent: null,
+      name: '',
+    }
+  }
+}

@@ -1,0 +1,99 @@
+import { isHostError } from '@kubevol/core'
+import { describe, expect, it } from 'vitest'
+import { createMemoryHost } from './memory-host.js'
+
+async function codeOf(promise: Promise<unknown>): Promise<string | undefined> {
+  return promise.then(
+    () => undefined,
+    (err: unknown) => (isHostError(err) ? err.code : String(err)),
+  )
+}
+
+async function chainOfLinks(length: number) {
+  const host = createMemoryHost()
+  await host.mkdir('/l')
+  await host.writeFile('/l/end', 'reached')
+  // /l/0 -> /l/1 -> ... -> /l/<length-1> -> /l/end: `length` links to follow.
+  for (let i = 0; i < length; i++) await host.symlink(i === length - 1 ? '/l/end' : `/l/${i + 1}`, `/l/${i}`)
+  return host
+}
+
+describe('path resolution', () => {
+  it.each([
+    { case: '40 links are followed', links: 40, code: undefined },
+    { case: 'the 41st link fails with ELOOP', links: 41, code: 'ELOOP' },
+  ])('$case', async ({ links, code }) => {
+    const host = await chainOfLinks(links)
+    expect(await codeOf(host.readFile('/l/0'))).toBe(code)
+  })
+
+  it('counts links across intermediate components too', async () => {
+    const host = createMemoryHost()
+    await host.mkdir('/d')
+    await host.symlink('/d/self', '/d/self')
+    expect(await codeOf(host.readdir('/d/self/x'))).toBe('ELOOP')
+  })
+
+  it.each([
+    { case: 'a relative target, against the link directory', target: 'b/f', link: '/a/link' },
+    { case: 'a target climbing with ..', target: '../a/b/f', link: '/a/up' },
+    { case: 'an absolute target', target: '/a/b/f', link: '/elsewhere/abs' },
+    { case: 'a target with . and // in it', target: './b//f', link: '/a/dots' },
+  ])('resolves $case', async ({ target, link }) => {
+    const host = createMemoryHost()
+    await host.mkdir('/a/b', { recursive: true })
+    await host.mkdir('/elsewhere')
+    await host.writeFile('/a/b/f', 'found')
+    await host.symlink(target, link)
+    expect(host.tree(link)).toEqual({ type: 'symlink', target })
+    expect(new TextDecoder().decode(await host.readFile(link))).toBe('found')
+  })
+
+  it('a relative link inside a bind mount resolves against the bind, not the source', async () => {
+    const host = createMemoryHost()
+    await host.mkdir('/src/dir', { recursive: true })
+    await host.mkdir('/dst')
+    await host.writeFile('/src/dir/f', 'same node')
+    await host.symlink('../dir/f', '/src/dir/link')
+    await host.mount({ source: '/src', target: '/dst', bind: true })
+    expect(await host.readlink('/dst/dir/link')).toBe('../dir/f')
+    expect(new TextDecoder().decode(await host.readFile('/dst/dir/link'))).toBe('same node')
+  })
+
+  it('.. at the root of a mount climbs to the directory holding the mount point', async () => {
+    const host = createMemoryHost()
+    await host.mkdir('/outer/mnt', { recursive: true })
+    await host.writeFile('/outer/sibling', 'beside the mount')
+    await host.mount({ source: 'tmpfs', target: '/outer/mnt', fstype: 'tmpfs' })
+    expect(new TextDecoder().decode(await host.readFile('/outer/mnt/../sibling'))).toBe('beside the mount')
+    expect(await host.readdir('/..')).toEqual(['dev', 'outer', 'tmp'])
+  })
+
+  it.each([
+    { case: 'a missing intermediate directory', path: '/missing/f', code: 'ENOENT' },
+    { case: 'a file as a directory', path: '/file/f', code: 'ENOTDIR' },
+    { case: 'a link to a file as a directory', path: '/file-link/f', code: 'ENOTDIR' },
+    { case: 'a relative path', path: 'relative/f', code: 'EINVAL' },
+  ])('writing through $case fails with $code', async ({ path, code }) => {
+    const host = createMemoryHost()
+    await host.writeFile('/file', 'x')
+    await host.symlink('/file', '/file-link')
+    expect(await codeOf(host.writeFile(path, 'y'))).toBe(code)
+  })
+
+  it('writeFile through a dangling link creates its target, as open(O_CREAT) does', async () => {
+    const host = createMemoryHost()
+    await host.symlink('/tmp/created', '/link')
+    await host.writeFile('/link', 'made')
+    expect(host.tree('/tmp/created')).toMatchObject({ type: 'file', text: 'made' })
+    expect(host.tree('/link')).toEqual({ type: 'symlink', target: '/tmp/created' })
+  })
+
+  it('mkdir and symlink do not follow a link in the last component', async () => {
+    const host = createMemoryHost()
+    await host.symlink('/tmp/nowhere', '/dangling')
+    expect(await codeOf(host.mkdir('/dangling'))).toBe('EEXIST')
+    expect(await codeOf(host.mkdir('/dangling', { recursive: true }))).toBe('EEXIST')
+    expect(host.exists('/tmp/nowhere')).toBe(false)
+  })
+})

@@ -1,0 +1,74 @@
+import { createFakeClock } from '@kubevol/core/testing'
+import { describe, expect, it } from 'vitest'
+import * as api from './index.js'
+import { createMemoryHost } from './memory-host.js'
+
+describe('createMemoryHost', () => {
+  it('the front door exports exactly these names', () => {
+    expect(Object.keys(api).sort()).toEqual(['MemoryHost', 'createMemoryHost', 'matchesCall', 'resolveMemoryHostOptions'])
+  })
+
+  it('starts with /, /dev and /tmp and nothing mounted', async () => {
+    const host = createMemoryHost()
+    expect(host.tree('/')).toEqual({
+      type: 'directory',
+      mode: 0o755,
+      children: {
+        dev: { type: 'directory', mode: 0o755, children: {} },
+        tmp: { type: 'directory', mode: 0o1777, children: {} },
+      },
+    })
+    expect(host.mountTargets()).toEqual([])
+    expect(await host.mounts()).toHaveLength(1)
+  })
+
+  it('has every capability by default; each can be left out', () => {
+    const full = createMemoryHost()
+    expect([full.loopDevices, full.blockDevices, full.filesystems, full.statfs].every(Boolean)).toBe(true)
+    const bare = createMemoryHost({ capabilities: { loopDevices: false, blockDevices: false, filesystems: false, statfs: false } })
+    expect('loopDevices' in bare || 'blockDevices' in bare || 'filesystems' in bare || 'statfs' in bare).toBe(false)
+    const some = createMemoryHost({ capabilities: { filesystems: false } })
+    expect([some.loopDevices, some.blockDevices, some.statfs].every(Boolean)).toBe(true)
+    expect(some.filesystems).toBeUndefined()
+  })
+
+  it('stamps mtimes from the clock and masks modes with the umask', async () => {
+    const clock = createFakeClock(1_000)
+    const host = createMemoryHost({ clock, umask: 0o027 })
+    await host.mkdir('/d')
+    await clock.advance(500)
+    await host.writeFile('/d/f', 'x')
+    expect(await host.stat('/d')).toMatchObject({ mode: 0o750, mtimeMs: 1_500 })
+    expect(await host.stat('/d/f')).toMatchObject({ mode: 0o640, mtimeMs: 1_500 })
+  })
+
+  it('tree crosses mounts and marks them; exists sees dangling links', async () => {
+    const host = createMemoryHost()
+    await host.mkdir('/v/m', { recursive: true })
+    await host.mount({ source: 'tmpfs', target: '/v/m', fstype: 'tmpfs', readOnly: true })
+    await host.symlink('/nowhere', '/v/link')
+    host.mknod('/v/sock', 'socket')
+    expect(host.tree('/v')).toEqual({
+      type: 'directory',
+      mode: 0o755,
+      children: {
+        link: { type: 'symlink', target: '/nowhere' },
+        m: { type: 'directory', mode: 0o1777, children: {}, mount: { fstype: 'tmpfs', source: 'tmpfs', readOnly: true } },
+        sock: { type: 'socket', mode: 0o644 },
+      },
+    })
+    expect(host.exists('/v/link')).toBe(true)
+    expect(host.exists('/v/link/x')).toBe(false)
+    expect(() => host.tree('/missing')).toThrow('ENOENT')
+  })
+
+  it('returns copies: changing what a call returned changes nothing on the host', async () => {
+    const host = createMemoryHost()
+    const bytes = new Uint8Array([1, 2, 3])
+    await host.writeFile('/f', bytes)
+    bytes[0] = 9
+    const read = await host.readFile('/f')
+    read[1] = 9
+    expect([...(await host.readFile('/f'))]).toEqual([1, 2, 3])
+  })
+})

@@ -1,0 +1,248 @@
+/**
+ * The memory host: the Host port over an in-memory kernel (file trees, a mount table, block and loop
+ * devices), with fault injection, strict-mode invariant checks and synchronous views for tests.
+ */
+import type {
+  BlockDevices,
+  Clock,
+  FileInfo,
+  Filesystems,
+  FsStats,
+  Host,
+  LoopDevices,
+  MountEntry,
+  MountRequest,
+  UnmountOptions,
+} from '@kubevol/core'
+import { systemClock } from '@kubevol/core'
+import type { CallRunner } from './capabilities.js'
+import { createBlockDevices, createFilesystems, createLoopDevices, createStatfs } from './capabilities.js'
+import * as devices from './device-ops.js'
+import type { Disposer, Faults, Interceptor } from './faults.js'
+import { FaultInjector } from './faults.js'
+import * as files from './file-ops.js'
+import type { HostState, Violation } from './host-state.js'
+import { createHostState } from './host-state.js'
+import type { TreeNode } from './inspect.js'
+import * as inspect from './inspect.js'
+import * as mounts from './mount-ops.js'
+import type { SpecialNodeType } from './nodes.js'
+import * as removal from './remove-ops.js'
+
+/** Which optional Host members the memory host has. Each defaults to true. */
+export interface MemoryHostCapabilities {
+  readonly loopDevices?: boolean
+  readonly blockDevices?: boolean
+  readonly filesystems?: boolean
+  readonly statfs?: boolean
+}
+
+/** Options of {@link createMemoryHost}; every one has a default. */
+export interface MemoryHostOptions {
+  /** Time for mtimes and for `faults.delay`. @default systemClock */
+  readonly clock?: Clock
+  /** Record invariant breaches in `violations` (the calls still behave as the kernel's). @default true */
+  readonly strict?: boolean
+  /** Leave capabilities out to test the code paths of a host without them. @default all present */
+  readonly capabilities?: MemoryHostCapabilities
+  /** Masks the mode of created files and directories. @default 0o022 */
+  readonly umask?: number
+  /** The machine's memory: a tmpfs without `size=` gets half, `size=50%` a share. @default 8 GiB */
+  readonly memoryBytes?: number
+  /** Capacity of the root filesystem. @default 64 GiB */
+  readonly rootCapacityBytes?: number
+  /** Inodes of the root filesystem. @default 4_194_304 */
+  readonly rootInodes?: number
+}
+
+const GiB = 2 ** 30
+
+/** The options with every default filled in. */
+export function resolveMemoryHostOptions(options: MemoryHostOptions = {}) {
+  return {
+    clock: options.clock ?? systemClock,
+    strict: options.strict ?? true,
+    umask: options.umask ?? 0o022,
+    memoryBytes: options.memoryBytes ?? 8 * GiB,
+    rootCapacityBytes: options.rootCapacityBytes ?? 64 * GiB,
+    inodeLimit: options.rootInodes ?? 4_194_304,
+    capabilities: {
+      loopDevices: options.capabilities?.loopDevices ?? true,
+      blockDevices: options.capabilities?.blockDevices ?? true,
+      filesystems: options.capabilities?.filesystems ?? true,
+      statfs: options.capabilities?.statfs ?? true,
+    },
+  }
+}
+
+/**
+ * A Host in memory that behaves like the Linux kernel where kubevol cares: path resolution with
+ * symlinks, mount points that hide and restore what is below, bind mounts sharing nodes, EBUSY on
+ * mount points, read-only mounts, device filesystems that persist across mounts. Every call settles
+ * asynchronously and passes through {@link faults} first. Create it with {@link createMemoryHost}.
+ */
+export class MemoryHost implements Host {
+  readonly #state: HostState
+  readonly #faults: FaultInjector
+  declare readonly loopDevices?: LoopDevices
+  declare readonly blockDevices?: BlockDevices
+  declare readonly filesystems?: Filesystems
+  declare readonly statfs?: (path: string) => Promise<FsStats>
+
+  constructor(options: MemoryHostOptions = {}) {
+    const resolved = resolveMemoryHostOptions(options)
+    const state = createHostState(resolved)
+    this.#state = state
+    this.#faults = new FaultInjector(resolved.clock, state.busy)
+    const { capabilities } = resolved
+    const call: CallRunner = (method, args, path, run) => this.#call(method, args, path, run)
+    const self = this as { -readonly [K in 'loopDevices' | 'blockDevices' | 'filesystems' | 'statfs']?: MemoryHost[K] }
+    if (capabilities.loopDevices) self.loopDevices = createLoopDevices(state, call)
+    if (capabilities.blockDevices) self.blockDevices = createBlockDevices(state, call)
+    if (capabilities.filesystems) self.filesystems = createFilesystems(state, call)
+    if (capabilities.statfs) self.statfs = createStatfs(state, call)
+  }
+
+  /** Fault injection: `failOn`, `hangOn`, `delay`, `markBusy`, `intercept`. */
+  get faults(): Faults {
+    return this.#faults
+  }
+
+  /** Adds an interceptor that sees every call first (see {@link Faults.intercept}). */
+  intercept(interceptor: Interceptor): Disposer {
+    return this.#faults.intercept(interceptor)
+  }
+
+  // Every call settles asynchronously, as on a real host: nothing runs before the caller's next line.
+  async #call<T>(method: string, args: readonly unknown[], path: string | undefined, run: () => T): Promise<T> {
+    await null
+    return (await this.#faults.dispatch(path === undefined ? { method, args } : { method, args, path }, run)) as T
+  }
+
+  lstat(path: string): Promise<FileInfo | null> {
+    return this.#call('lstat', [path], path, () => files.statPath(this.#state, path, false))
+  }
+
+  stat(path: string): Promise<FileInfo | null> {
+    return this.#call('stat', [path], path, () => files.statPath(this.#state, path, true))
+  }
+
+  mkdir(path: string, options?: { readonly recursive?: boolean; readonly mode?: number }): Promise<void> {
+    return this.#call('mkdir', [path, options], path, () => files.mkdir(this.#state, path, options))
+  }
+
+  readdir(path: string): Promise<readonly string[]> {
+    return this.#call('readdir', [path], path, () => files.readdir(this.#state, path))
+  }
+
+  readFile(path: string): Promise<Uint8Array> {
+    return this.#call('readFile', [path], path, () => files.readFile(this.#state, path))
+  }
+
+  writeFile(path: string, data: Uint8Array | string, options?: { readonly mode?: number }): Promise<void> {
+    return this.#call('writeFile', [path, data, options], path, () => files.writeFile(this.#state, path, data, options))
+  }
+
+  rename(from: string, to: string): Promise<void> {
+    return this.#call('rename', [from, to], from, () => removal.rename(this.#state, from, to))
+  }
+
+  symlink(target: string, path: string): Promise<void> {
+    return this.#call('symlink', [target, path], path, () => files.symlink(this.#state, target, path))
+  }
+
+  readlink(path: string): Promise<string> {
+    return this.#call('readlink', [path], path, () => files.readlink(this.#state, path))
+  }
+
+  remove(path: string): Promise<void> {
+    return this.#call('remove', [path], path, () => removal.remove(this.#state, path))
+  }
+
+  removeAll(path: string): Promise<void> {
+    return this.#call('removeAll', [path], path, () => removal.removeAll(this.#state, path))
+  }
+
+  chmod(path: string, mode: number): Promise<void> {
+    return this.#call('chmod', [path, mode], path, () => files.chmod(this.#state, path, mode))
+  }
+
+  lchown(path: string, uid: number, gid: number): Promise<void> {
+    return this.#call('lchown', [path, uid, gid], path, () => files.lchown(this.#state, path, uid, gid))
+  }
+
+  mount(request: MountRequest): Promise<void> {
+    return this.#call('mount', [request], request.target, () => mounts.mount(this.#state, request))
+  }
+
+  unmount(target: string, options?: UnmountOptions): Promise<void> {
+    return this.#call('unmount', [target, options], target, () => mounts.unmount(this.#state, target, options))
+  }
+
+  mounts(): Promise<readonly MountEntry[]> {
+    return this.#call('mounts', [], undefined, () => this.#state.table.all.map((m) => this.#state.table.entry(m)))
+  }
+
+  isMountPoint(path: string): Promise<boolean> {
+    return this.#call('isMountPoint', [path], path, () => mounts.isMountPoint(this.#state, path))
+  }
+
+  /** Test setup: a blank disk of `sizeBytes` at `path` (parents created), or one holding `fstype`. */
+  addBlockDevice(path: string, sizeBytes: number, options: { readonly fstype?: string } = {}): void {
+    devices.addBlockDevice(this.#state, path, sizeBytes, options.fstype)
+  }
+
+  /** Test setup: a character device, socket or fifo at `path` (parents created). */
+  mknod(path: string, type: SpecialNodeType, mode?: number): void {
+    files.mknod(this.#state, path, type, mode)
+  }
+
+  /** Test setup: a sparse file of `sizeBytes` (created, grown or shrunk), e.g. a loop device's backing. */
+  allocateFile(path: string, sizeBytes: number): void {
+    files.allocateFile(this.#state, path, sizeBytes)
+  }
+
+  /** A JSON-able snapshot of the subtree at `path`, crossing mounts as a process would see it. */
+  tree(path: string): TreeNode {
+    return inspect.tree(this.#state, path)
+  }
+
+  /** True when something (a dangling symlink included) is at `path`. */
+  exists(path: string): boolean {
+    return inspect.exists(this.#state, path)
+  }
+
+  /** The target of every mount except the root filesystem's, in mount order. */
+  mountTargets(): string[] {
+    return inspect.mountTargets(this.#state)
+  }
+
+  /** The invariant breaches recorded so far (always empty when not strict). */
+  get violations(): readonly Violation[] {
+    return [...this.#state.violations]
+  }
+
+  /** Throws, listing them, when any breach was recorded. */
+  assertNoViolations(): void {
+    const found = this.#state.violations
+    if (found.length === 0) return
+    const lines = found.map((v) => `  ${v.kind} at ${v.path}: ${v.message}`)
+    throw new Error(`memory host recorded ${found.length} invariant breach(es):\n${lines.join('\n')}`)
+  }
+
+  /** Forgets the recorded breaches (after a test asserted the ones it expected). */
+  clearViolations(): void {
+    this.#state.violations.length = 0
+  }
+}
+
+/**
+ * A fresh memory host: `/`, `/dev` and `/tmp` on a root filesystem, nothing mounted, no devices.
+ *
+ * @example
+ * const host = createMemoryHost({ clock: fakeClock })
+ * await host.mkdir('/var/lib/kubevol', { recursive: true })
+ */
+export function createMemoryHost(options: MemoryHostOptions = {}): MemoryHost {
+  return new MemoryHost(options)
+}

@@ -1,0 +1,570 @@
+/**
+ * The actual state of the world (SPEC §3.3): which volumes are attached to the node, which are
+ * device-mounted, and which are mounted into which pods. Written only by operation completions,
+ * the populator (remount, claim size) and reconstruction. Views returned are copies.
+ */
+import type { VolumePlugin } from '../plugins/plugin.js'
+import type { UniquePodName, UniqueVolumeName } from '../api/names.js'
+import type { VolumeSpec } from '../api/volume-spec.js'
+import { KubevolError } from '../errors.js'
+import type { PluginManager } from '../plugins/plugin-manager.js'
+import { ChangeFeed } from './change-feed.js'
+
+export type VolumeMountState = 'mounted' | 'uncertain' | 'not-mounted'
+export type DeviceMountState = 'mounted' | 'uncertain' | 'not-mounted'
+export type Attachability = 'attachable' | 'not-attachable' | 'uncertain'
+
+/** Why `podExistsInVolume` says the pod is not (fully) mounted. */
+export type PodVolumeCheck =
+  | { readonly status: 'not-attached' }
+  | { readonly status: 'not-mounted'; readonly devicePath: string }
+  | { readonly status: 'mounted'; readonly devicePath: string }
+  | { readonly status: 'remount-required'; readonly devicePath: string }
+  | { readonly status: 'fs-resize-required'; readonly devicePath: string; readonly currentSize: number }
+  | { readonly status: 'selinux-mismatch'; readonly devicePath: string }
+
+/** One pod's mount of a volume (kubelet `MountedVolume`). */
+export interface MountedVolume {
+  readonly volumeName: UniqueVolumeName
+  readonly podName: UniquePodName
+  readonly podUID: string
+  readonly innerVolumeSpecName: string
+  readonly outerVolumeSpecName: string
+  readonly pluginName: string
+  readonly spec: VolumeSpec
+  readonly volumeGidValue: string
+  readonly mountState: VolumeMountState
+  readonly deviceMountPath: string
+  readonly seLinuxMountContext: string
+  readonly remountRequired: boolean
+  /** The entry was rebuilt from disk after a restart and not yet confirmed. */
+  readonly reconstructed: boolean
+}
+
+/** A volume attached to the node (kubelet `AttachedVolume`). */
+export interface AttachedVolume {
+  readonly volumeName: UniqueVolumeName
+  readonly spec: VolumeSpec
+  readonly pluginName: string
+  readonly attachability: Attachability
+  readonly devicePath: string
+  readonly deviceMountPath: string
+  readonly deviceMountState: DeviceMountState
+  readonly seLinuxMountContext: string | undefined
+  readonly persistentVolumeSize: number | undefined
+  readonly mountedPods: readonly UniquePodName[]
+}
+
+/** `Globally` or `Uncertain`: the device may be mounted and must be unmounted before detach. */
+export function deviceMayBeMounted(volume: Pick<AttachedVolume, 'deviceMountState'>): boolean {
+  return volume.deviceMountState !== 'not-mounted'
+}
+
+/** Arguments of `markVolumeAsMounted` and friends (kubelet `MarkVolumeOpts`). */
+export interface MarkVolumeOptions {
+  readonly podName: UniquePodName
+  readonly podUID: string
+  readonly volumeName: UniqueVolumeName
+  readonly outerVolumeSpecName: string
+  readonly volumeGidValue: string
+  readonly spec: VolumeSpec
+  readonly seLinuxMountContext?: string
+}
+
+interface PodEntry {
+  podUID: string
+  outerVolumeSpecName: string
+  volumeGidValue: string
+  spec: VolumeSpec
+  state: 'mounted' | 'uncertain'
+  remountRequired: boolean
+}
+
+interface VolumeEntry {
+  readonly volumeName: UniqueVolumeName
+  spec: VolumeSpec
+  pluginName: string
+  attachability: Attachability
+  devicePath: string
+  deviceMountPath: string
+  deviceMountState: DeviceMountState
+  seLinuxMountContext: string | undefined
+  persistentVolumeSize: number | undefined
+  inUseExpansionError: boolean
+  readonly pods: Map<UniquePodName, PodEntry>
+}
+
+/** "no volume with the name %q exists in the list of attached volumes". */
+export class VolumeNotInActualStateError extends KubevolError {
+  constructor(volumeName: string) {
+    super('VolumeNotAttached', `no volume with the name "${volumeName}" exists in the list of attached volumes`)
+  }
+}
+
+export class ActualStateOfWorld {
+  readonly #volumes = new Map<UniqueVolumeName, VolumeEntry>()
+  readonly #podVolumes = new Map<UniquePodName, Set<UniqueVolumeName>>()
+  readonly #foundDuringReconstruction = new Map<UniqueVolumeName, Set<UniquePodName>>()
+  readonly #finalExpansionErrors = new Set<UniqueVolumeName>()
+  readonly #plugins: PluginManager
+  readonly #seLinuxEnabled: boolean
+  readonly changes = new ChangeFeed()
+
+  constructor(plugins: PluginManager, options: { seLinuxEnabled?: boolean } = {}) {
+    this.#plugins = plugins
+    this.#seLinuxEnabled = options.seLinuxEnabled ?? false
+  }
+
+  // ---- attach ------------------------------------------------------------------------------
+
+  /** Adds the volume (or updates its device path and attachability). */
+  markVolumeAsAttached(volumeName: UniqueVolumeName, spec: VolumeSpec, devicePath: string): void {
+    const attachable = this.#attachability(spec)
+    this.#addVolume(volumeName, spec, devicePath, attachable)
+  }
+
+  /** Like {@link markVolumeAsAttached}, with attachability unknown (reconstruction). */
+  addAttachUncertainReconstructedVolume(volumeName: UniqueVolumeName, spec: VolumeSpec, devicePath: string): void {
+    this.#addVolume(volumeName, spec, devicePath, 'uncertain')
+  }
+
+  /**
+   * Forgets the volume. While pods are still mounted it stays, and this returns false (the kubelet
+   * only logs "failed to DeleteVolume %q, it still has %v mountedPods"). Absent → true.
+   */
+  markVolumeAsDetached(volumeName: UniqueVolumeName): boolean {
+    const volume = this.#volumes.get(volumeName)
+    if (!volume) return true
+    if (volume.pods.size > 0) return false
+    this.#volumes.delete(volumeName)
+    this.#foundDuringReconstruction.delete(volumeName)
+    this.changes.emit(volumeName)
+    return true
+  }
+
+  // ---- pod mounts --------------------------------------------------------------------------
+
+  /** SetUp succeeded. Throws {@link VolumeNotInActualStateError} when the volume is not attached. */
+  markVolumeAsMounted(options: MarkVolumeOptions): void {
+    this.#setPodState(options, 'mounted')
+  }
+
+  /** SetUp or TearDown may have been partly done. */
+  markVolumeMountAsUncertain(options: MarkVolumeOptions): void {
+    this.#setPodState(options, 'uncertain')
+  }
+
+  /** Removes the pod's entry. No error when absent. */
+  markVolumeAsUnmounted(podName: UniquePodName, volumeName: UniqueVolumeName): void {
+    const volume = this.#volumes.get(volumeName)
+    this.#foundDuringReconstruction.get(volumeName)?.delete(podName)
+    if (!volume?.pods.delete(podName)) return
+    const podVolumes = this.#podVolumes.get(podName)
+    podVolumes?.delete(volumeName)
+    if (podVolumes?.size === 0) this.#podVolumes.delete(podName)
+    this.changes.emit(volumeName)
+  }
+
+  /** Marks every volume of the pod whose plugin requires remount. */
+  markRemountRequired(podName: UniquePodName): void {
+    for (const name of this.#podVolumes.get(podName) ?? []) {
+      const volume = this.#volumes.get(name)
+      const pod = volume?.pods.get(podName)
+      if (!volume || !pod || pod.remountRequired) continue
+      let plugin: VolumePlugin
+      try {
+        plugin = this.#plugins.findPluginBySpec(pod.spec)
+      } catch {
+        continue
+      }
+      if (plugin.requiresRemount(pod.spec)) {
+        pod.remountRequired = true
+        this.changes.emit(name)
+      }
+    }
+  }
+
+  // ---- devices -----------------------------------------------------------------------------
+
+  /** MountDevice succeeded. `devicePath` is kept when "" is given. */
+  markDeviceAsMounted(volumeName: UniqueVolumeName, devicePath: string, deviceMountPath: string, seLinuxMountContext = ''): void {
+    this.#setDeviceState(volumeName, 'mounted', devicePath, deviceMountPath, seLinuxMountContext)
+  }
+
+  markDeviceAsUncertain(volumeName: UniqueVolumeName, devicePath: string, deviceMountPath: string, seLinuxMountContext = ''): void {
+    this.#setDeviceState(volumeName, 'uncertain', devicePath, deviceMountPath, seLinuxMountContext)
+  }
+
+  /** UnmountDevice succeeded: clears the device mount path, keeps the device path for a later mount. */
+  markDeviceAsUnmounted(volumeName: UniqueVolumeName): void {
+    this.#setDeviceState(volumeName, 'not-mounted', '', '', '')
+  }
+
+  // ---- reconstruction ----------------------------------------------------------------------
+
+  /** Adds the pod as uncertain when it has no entry yet; records it as reconstructed. */
+  checkAndMarkVolumeAsUncertainViaReconstruction(options: MarkVolumeOptions): boolean {
+    const volume = this.#volumes.get(options.volumeName)
+    if (!volume || volume.pods.has(options.podName)) return false
+    this.#setPodState(options, 'uncertain')
+    let pods = this.#foundDuringReconstruction.get(options.volumeName)
+    if (!pods) this.#foundDuringReconstruction.set(options.volumeName, (pods = new Set()))
+    pods.add(options.podName)
+    return true
+  }
+
+  /** Device NotMounted → Uncertain. */
+  checkAndMarkDeviceUncertainViaReconstruction(volumeName: UniqueVolumeName, deviceMountPath: string): boolean {
+    const volume = this.#volumes.get(volumeName)
+    if (volume?.deviceMountState !== 'not-mounted') return false
+    this.#setDeviceState(volumeName, 'uncertain', '', deviceMountPath, '')
+    return true
+  }
+
+  /** Only while the device is still uncertain (reconstructed). */
+  updateReconstructedDevicePath(volumeName: UniqueVolumeName, devicePath: string): void {
+    const volume = this.#volumes.get(volumeName)
+    if (volume?.deviceMountState === 'uncertain') {
+      volume.devicePath = devicePath
+      this.changes.emit(volumeName)
+    }
+  }
+
+  /** Only while attachability is uncertain. */
+  updateReconstructedVolumeAttachability(volumeName: UniqueVolumeName, attachable: boolean): void {
+    const volume = this.#volumes.get(volumeName)
+    if (volume?.attachability === 'uncertain') {
+      volume.attachability = attachable ? 'attachable' : 'not-attachable'
+      this.changes.emit(volumeName)
+    }
+  }
+
+  isVolumeReconstructed(volumeName: UniqueVolumeName, podName: UniquePodName): boolean {
+    return (
+      this.#volumes.get(volumeName)?.pods.get(podName)?.state === 'uncertain' &&
+      (this.#foundDuringReconstruction.get(volumeName)?.has(podName) ?? false)
+    )
+  }
+
+  isVolumeDeviceReconstructed(volumeName: UniqueVolumeName): boolean {
+    return this.#foundDuringReconstruction.has(volumeName)
+  }
+
+  // ---- expansion ---------------------------------------------------------------------------
+
+  /** Records the size the file system was expanded to; false when the volume is absent. */
+  markVolumeAsResized(volumeName: UniqueVolumeName, claimSize: number): boolean {
+    const volume = this.#volumes.get(volumeName)
+    if (!volume) return false
+    volume.persistentVolumeSize = claimSize
+    this.changes.emit(volumeName)
+    return true
+  }
+
+  /** Sets the claim size only when unknown. */
+  initializeClaimSize(volumeName: UniqueVolumeName, claimSize: number | undefined): void {
+    const volume = this.#volumes.get(volumeName)
+    if (volume && !volume.persistentVolumeSize && claimSize) {
+      volume.persistentVolumeSize = claimSize
+      this.changes.emit(volumeName)
+    }
+  }
+
+  getClaimSize(volumeName: UniqueVolumeName): number | undefined {
+    return this.#volumes.get(volumeName)?.persistentVolumeSize
+  }
+
+  /** Suppresses fs-resize-required until the volume is added again. */
+  markForInUseExpansionError(volumeName: UniqueVolumeName): void {
+    const volume = this.#volumes.get(volumeName)
+    if (volume) volume.inUseExpansionError = true
+  }
+
+  markVolumeExpansionFailedWithFinalError(volumeName: UniqueVolumeName): void {
+    this.#finalExpansionErrors.add(volumeName)
+  }
+
+  removeVolumeFromFailedWithFinalErrors(volumeName: UniqueVolumeName): void {
+    this.#finalExpansionErrors.delete(volumeName)
+  }
+
+  checkVolumeInFailedExpansionWithFinalErrors(volumeName: UniqueVolumeName): boolean {
+    return this.#finalExpansionErrors.has(volumeName)
+  }
+
+  // ---- queries -----------------------------------------------------------------------------
+
+  /**
+   * The reconciler's question for each desired (volume, pod) pair, checked in the kubelet's order
+   * (SPEC §3.3): not attached; SELinux mismatch; pod absent or uncertain; remount required; file
+   * system resize required; mounted.
+   */
+  podExistsInVolume(
+    podName: UniquePodName,
+    volumeName: UniqueVolumeName,
+    desiredVolumeSize: number | undefined,
+    seLinuxLabel = '',
+  ): PodVolumeCheck {
+    const volume = this.#volumes.get(volumeName)
+    if (!volume) return { status: 'not-attached' }
+    const devicePath = volume.devicePath
+    if (this.#seLinuxEnabled && volume.seLinuxMountContext !== undefined && volume.seLinuxMountContext !== seLinuxLabel) {
+      return { status: 'selinux-mismatch', devicePath }
+    }
+    const pod = volume.pods.get(podName)
+    if (!pod || pod.state === 'uncertain') return { status: 'not-mounted', devicePath }
+    if (pod.remountRequired) return { status: 'remount-required', devicePath }
+    const current = volume.persistentVolumeSize
+    if (desiredVolumeSize && current && desiredVolumeSize > current && !volume.inUseExpansionError) {
+      const plugin = this.#pluginFor(pod.spec)
+      if (plugin?.nodeExpand?.requiresFSResize()) return { status: 'fs-resize-required', devicePath, currentSize: current }
+    }
+    return { status: 'mounted', devicePath }
+  }
+
+  /** True when the pod's entry is absent or not mounted (false while mounted or uncertain). */
+  podRemovedFromVolume(podName: UniquePodName, volumeName: UniqueVolumeName): boolean {
+    return !this.#volumes.get(volumeName)?.pods.has(podName)
+  }
+
+  volumeExistsWithSpecName(podName: UniquePodName, specName: string): boolean {
+    for (const name of this.#podVolumes.get(podName) ?? []) {
+      if (this.#volumes.get(name)?.pods.get(podName)?.spec.name === specName) return true
+    }
+    return false
+  }
+
+  volumeExists(volumeName: UniqueVolumeName): boolean {
+    return this.#volumes.has(volumeName)
+  }
+
+  /** Any entry of the pod in state mounted. */
+  podHasMountedVolumes(podName: UniquePodName): boolean {
+    return this.#podEntries(podName).some(([, , pod]) => pod.state === 'mounted')
+  }
+
+  /** Any entry of the pod, mounted or uncertain. */
+  podHasPossiblyMountedVolumes(podName: UniquePodName): boolean {
+    return (this.#podVolumes.get(podName)?.size ?? 0) > 0
+  }
+
+  /** Another pod's entry exists (RWOP enforcement). */
+  isVolumeMountedElsewhere(volumeName: UniqueVolumeName, podName: UniquePodName): boolean {
+    for (const other of this.#volumes.get(volumeName)?.pods.keys() ?? []) if (other !== podName) return true
+    return false
+  }
+
+  /** Every (volume, pod) in state mounted. */
+  getMountedVolumes(): MountedVolume[] {
+    return this.#collect((pod) => pod.state === 'mounted')
+  }
+
+  /** Mounted and uncertain: the reconciler's unmount candidates. */
+  getAllMountedVolumes(): MountedVolume[] {
+    return this.#collect(() => true)
+  }
+
+  /** Mounted and uncertain entries of one volume. */
+  getAllMountedVolumesFor(volumeName: UniqueVolumeName): MountedVolume[] {
+    const volume = this.#volumes.get(volumeName)
+    if (!volume) return []
+    return [...volume.pods].map(([podName, pod]) => this.#mountedView(volume, podName, pod))
+  }
+
+  getMountedVolumesForPod(podName: UniquePodName): MountedVolume[] {
+    return this.#podEntries(podName)
+      .filter(([, , pod]) => pod.state === 'mounted')
+      .map(([volume, name, pod]) => this.#mountedView(volume, name, pod))
+  }
+
+  getPossiblyMountedVolumesForPod(podName: UniquePodName): MountedVolume[] {
+    return this.#podEntries(podName).map(([volume, name, pod]) => this.#mountedView(volume, name, pod))
+  }
+
+  getMountedVolumeForPod(podName: UniquePodName, volumeName: UniqueVolumeName): MountedVolume | undefined {
+    const volume = this.#volumes.get(volumeName)
+    const pod = volume?.pods.get(podName)
+    return volume && pod ? this.#mountedView(volume, podName, pod) : undefined
+  }
+
+  /** Volumes whose device is mounted. */
+  getGloballyMountedVolumes(): AttachedVolume[] {
+    return [...this.#volumes.values()].filter((v) => v.deviceMountState === 'mounted').map(attachedView)
+  }
+
+  /** Volumes with no pod entries: candidates for unmount device and detach. */
+  getUnmountedVolumes(): AttachedVolume[] {
+    return [...this.#volumes.values()].filter((v) => v.pods.size === 0).map(attachedView)
+  }
+
+  getAttachedVolumes(): AttachedVolume[] {
+    return [...this.#volumes.values()].map(attachedView)
+  }
+
+  getAttachedVolume(volumeName: UniqueVolumeName): AttachedVolume | undefined {
+    const volume = this.#volumes.get(volumeName)
+    return volume && attachedView(volume)
+  }
+
+  volumeNames(): UniqueVolumeName[] {
+    return [...this.#volumes.keys()]
+  }
+
+  getVolumeMountState(volumeName: UniqueVolumeName, podName: UniquePodName): VolumeMountState {
+    return this.#volumes.get(volumeName)?.pods.get(podName)?.state ?? 'not-mounted'
+  }
+
+  getDeviceMountState(volumeName: UniqueVolumeName): DeviceMountState {
+    return this.#volumes.get(volumeName)?.deviceMountState ?? 'not-mounted'
+  }
+
+  /** Number of mounted (volume, pod) pairs per plugin, for metrics. */
+  countByPlugin(): Map<string, number> {
+    const counts = new Map<string, number>()
+    for (const v of this.#volumes.values()) {
+      let n = 0
+      for (const pod of v.pods.values()) if (pod.state === 'mounted') n++
+      if (n > 0) counts.set(v.pluginName, (counts.get(v.pluginName) ?? 0) + n)
+    }
+    return counts
+  }
+
+  // ---- internals ---------------------------------------------------------------------------
+
+  #pluginFor(spec: VolumeSpec) {
+    try {
+      return this.#plugins.findPluginBySpec(spec)
+    } catch {
+      return undefined
+    }
+  }
+
+  #attachability(spec: VolumeSpec): Attachability {
+    try {
+      return this.#plugins.findAttachablePluginBySpec(spec) ? 'attachable' : 'not-attachable'
+    } catch {
+      return 'not-attachable'
+    }
+  }
+
+  #addVolume(volumeName: UniqueVolumeName, spec: VolumeSpec, devicePath: string, attachability: Attachability): void {
+    const existing = this.#volumes.get(volumeName)
+    if (existing) {
+      existing.devicePath = devicePath
+      existing.attachability = attachability
+      existing.spec = spec
+      existing.inUseExpansionError = false
+    } else {
+      this.#volumes.set(volumeName, {
+        volumeName,
+        spec,
+        pluginName: this.#pluginFor(spec)?.name ?? 'N/A',
+        attachability,
+        devicePath,
+        deviceMountPath: '',
+        deviceMountState: 'not-mounted',
+        seLinuxMountContext: undefined,
+        persistentVolumeSize: undefined,
+        inUseExpansionError: false,
+        pods: new Map(),
+      })
+    }
+    this.changes.emit(volumeName)
+  }
+
+  #setPodState(options: MarkVolumeOptions, state: 'mounted' | 'uncertain'): void {
+    const volume = this.#volumes.get(options.volumeName)
+    if (!volume) throw new VolumeNotInActualStateError(options.volumeName)
+    const existing = volume.pods.get(options.podName)
+    if (existing?.state !== 'mounted' || state === 'mounted') {
+      volume.pods.set(options.podName, {
+        podUID: options.podUID,
+        outerVolumeSpecName: options.outerVolumeSpecName,
+        volumeGidValue: options.volumeGidValue,
+        spec: options.spec,
+        state,
+        remountRequired: false,
+      })
+    } else {
+      existing.state = state
+      existing.spec = options.spec
+      existing.remountRequired = false
+    }
+    volume.spec = options.spec
+    if (state === 'mounted') this.#foundDuringReconstruction.get(options.volumeName)?.delete(options.podName)
+    if (volume.seLinuxMountContext === undefined && options.seLinuxMountContext !== undefined) {
+      volume.seLinuxMountContext = options.seLinuxMountContext
+    }
+    let podVolumes = this.#podVolumes.get(options.podName)
+    if (!podVolumes) this.#podVolumes.set(options.podName, (podVolumes = new Set()))
+    podVolumes.add(options.volumeName)
+    this.changes.emit(options.volumeName)
+  }
+
+  #setDeviceState(
+    volumeName: UniqueVolumeName,
+    state: DeviceMountState,
+    devicePath: string,
+    deviceMountPath: string,
+    seLinuxMountContext: string,
+  ): void {
+    const volume = this.#volumes.get(volumeName)
+    if (!volume) throw new VolumeNotInActualStateError(volumeName)
+    volume.deviceMountState = state
+    volume.deviceMountPath = deviceMountPath
+    if (devicePath !== '') volume.devicePath = devicePath
+    if (seLinuxMountContext !== '') volume.seLinuxMountContext = seLinuxMountContext
+    this.changes.emit(volumeName)
+  }
+
+  #podEntries(podName: UniquePodName): [VolumeEntry, UniquePodName, PodEntry][] {
+    const result: [VolumeEntry, UniquePodName, PodEntry][] = []
+    for (const name of this.#podVolumes.get(podName) ?? []) {
+      const volume = this.#volumes.get(name)
+      const pod = volume?.pods.get(podName)
+      if (volume && pod) result.push([volume, podName, pod])
+    }
+    return result
+  }
+
+  #collect(keep: (pod: PodEntry) => boolean): MountedVolume[] {
+    const result: MountedVolume[] = []
+    for (const volume of this.#volumes.values()) {
+      for (const [podName, pod] of volume.pods) if (keep(pod)) result.push(this.#mountedView(volume, podName, pod))
+    }
+    return result
+  }
+
+  #mountedView(volume: VolumeEntry, podName: UniquePodName, pod: PodEntry): MountedVolume {
+    return {
+      volumeName: volume.volumeName,
+      podName,
+      podUID: pod.podUID,
+      innerVolumeSpecName: pod.spec.name,
+      outerVolumeSpecName: pod.outerVolumeSpecName,
+      pluginName: volume.pluginName,
+      spec: pod.spec,
+      volumeGidValue: pod.volumeGidValue,
+      mountState: pod.state,
+      deviceMountPath: volume.deviceMountPath,
+      seLinuxMountContext: volume.seLinuxMountContext ?? '',
+      remountRequired: pod.remountRequired,
+      reconstructed: this.#foundDuringReconstruction.get(volume.volumeName)?.has(podName) ?? false,
+    }
+  }
+}
+
+function attachedView(volume: VolumeEntry): AttachedVolume {
+  return {
+    volumeName: volume.volumeName,
+    spec: volume.spec,
+    pluginName: volume.pluginName,
+    attachability: volume.attachability,
+    devicePath: volume.devicePath,
+    deviceMountPath: volume.deviceMountPath,
+    deviceMountState: volume.deviceMountState,
+    seLinuxMountContext: volume.seLinuxMountContext,
+    persistentVolumeSize: volume.persistentVolumeSize,
+    mountedPods: [...volume.pods.keys()],
+  }
+}

@@ -1,0 +1,125 @@
+import { describe, expect, it } from 'vitest'
+import { specFromPersistentVolume, specFromVolume } from '../api/volume-spec.js'
+import { buildClaim, buildPod, fakeVolume } from '../testing/builders.js'
+import { createFakeClock } from '../testing/fake-clock.js'
+import { createFakePlugin } from '../testing/fake-plugin.js'
+import { createTestPluginManager } from '../testing/plugin-context.js'
+import { DesiredStateOfWorld, MAX_POD_ERRORS, desiredSizeLimitOf } from './desired-state.js'
+
+function setup(options: Parameters<typeof createFakePlugin>[0] = {}) {
+  const clock = createFakeClock()
+  const dsw = new DesiredStateOfWorld(createTestPluginManager([createFakePlugin(options)]), clock)
+  return { dsw, clock }
+}
+
+describe('DesiredStateOfWorld', () => {
+  it('names per-pod volumes with the pod and shared-device volumes by device', () => {
+    const perPod = setup().dsw
+    const pod = buildPod({ uid: 'u1', volumes: [fakeVolume('data')] })
+    expect(perPod.addPodToVolume({ podName: 'u1', pod, spec: specFromVolume(fakeVolume('data')), outerVolumeSpecName: 'data' })).toBe(
+      'kubevol.io/fake/u1-data',
+    )
+    const shared = setup({ attachable: true }).dsw
+    expect(shared.addPodToVolume({ podName: 'u1', pod, spec: specFromVolume(fakeVolume('data', 'disk1')), outerVolumeSpecName: 'data' })).toBe(
+      'kubevol.io/fake/disk1',
+    )
+  })
+
+  it('fails with the kubelet text when no plugin supports the spec', () => {
+    const { dsw } = setup()
+    const pod = buildPod({ uid: 'u1' })
+    expect(() => dsw.addPodToVolume({ podName: 'u1', pod, spec: specFromVolume({ name: 'x', gitRepo: {} }), outerVolumeSpecName: 'x' })).toThrow(
+      'failed to get Plugin from volumeSpec for volume "x" err=no volume plugin matched',
+    )
+  })
+
+  it('keeps two pods on one shared volume and drops the volume with the last pod', () => {
+    const { dsw } = setup({ attachable: true })
+    const spec = specFromVolume(fakeVolume('d', 'disk'))
+    const name = dsw.addPodToVolume({ podName: 'a', pod: buildPod({ uid: 'a' }), spec, outerVolumeSpecName: 'd' })
+    dsw.addPodToVolume({ podName: 'b', pod: buildPod({ uid: 'b' }), spec, outerVolumeSpecName: 'd' })
+    expect(dsw.getVolumesToMountFor(name).map((v) => v.podName).sort()).toEqual(['a', 'b'])
+    dsw.deletePodFromVolume('a', name)
+    expect(dsw.volumeExists(name)).toBe(true)
+    dsw.deletePodFromVolume('b', name)
+    expect(dsw.volumeExists(name)).toBe(false)
+    expect(dsw.getPods().size).toBe(0)
+  })
+
+  it('records both outer names when two pod volumes resolve to one volume', () => {
+    const { dsw } = setup({ attachable: true })
+    const pod = buildPod({ uid: 'a' })
+    const spec = specFromVolume(fakeVolume('x', 'disk'))
+    dsw.addPodToVolume({ podName: 'a', pod, spec, outerVolumeSpecName: 'one' })
+    dsw.addPodToVolume({ podName: 'a', pod, spec, outerVolumeSpecName: 'two' })
+    expect([...dsw.getVolumeNamesForPod('a').keys()].sort()).toEqual(['one', 'two'])
+  })
+
+  it('markVolumesReportedInUse sets the listed volumes and clears all others', () => {
+    const { dsw } = setup({ attachable: true })
+    const pod = buildPod({ uid: 'a' })
+    const v1 = dsw.addPodToVolume({ podName: 'a', pod, spec: specFromVolume(fakeVolume('x', 'd1')), outerVolumeSpecName: 'x' })
+    const v2 = dsw.addPodToVolume({ podName: 'a', pod, spec: specFromVolume(fakeVolume('y', 'd2')), outerVolumeSpecName: 'y' })
+    dsw.markVolumesReportedInUse([v1])
+    dsw.markVolumesReportedInUse([v2])
+    const byName = new Map(dsw.getVolumesToMount().map((v) => [v.volumeName, v.reportedInUse]))
+    expect(byName.get(v1)).toBe(false)
+    expect(byName.get(v2)).toBe(true)
+  })
+
+  it('keeps the mount request time on re-add unless the plugin requires remount', async () => {
+    for (const requiresRemount of [false, true]) {
+      const { dsw, clock } = setup({ requiresRemount })
+      const pod = buildPod({ uid: 'a' })
+      const spec = specFromVolume(fakeVolume('x'))
+      dsw.addPodToVolume({ podName: 'a', pod, spec, outerVolumeSpecName: 'x' })
+      const first = dsw.getVolumesToMount()[0]?.mountRequestTime
+      await clock.advance(1000)
+      dsw.addPodToVolume({ podName: 'a', pod, spec, outerVolumeSpecName: 'x' })
+      expect(dsw.getVolumesToMount()[0]?.mountRequestTime).toBe(requiresRemount ? (first ?? 0) + 1000 : first)
+    }
+  })
+
+  it('keeps at most eleven distinct errors per pod, deduplicated, and pops them sorted', () => {
+    const { dsw } = setup()
+    for (let i = 0; i < 20; i++) dsw.addErrorToPod('a', `e${String(i).padStart(2, '0')}`)
+    dsw.addErrorToPod('a', 'e00')
+    const errors = dsw.popPodErrors('a')
+    expect(errors).toHaveLength(MAX_POD_ERRORS + 1)
+    expect(errors[0]).toBe('e00')
+    expect(dsw.popPodErrors('a')).toEqual([])
+  })
+
+  it('takes the PV capacity as the desired size and the gid annotation', () => {
+    const { dsw } = setup({ attachable: true })
+    const { pv } = buildClaim({ claim: 'c', capacity: '2Gi', gid: '777' })
+    dsw.addPodToVolume({ podName: 'a', pod: buildPod({ uid: 'a' }), spec: specFromPersistentVolume(pv, false), outerVolumeSpecName: 'v' })
+    const [vtm] = dsw.getVolumesToMount()
+    expect(vtm?.desiredPersistentVolumeSize).toBe(2 * 2 ** 30)
+    expect(vtm?.volumeGidValue).toBe('777')
+  })
+})
+
+describe('desiredSizeLimitOf (SPEC §3.2.2)', () => {
+  const limited = {
+    ...buildPod(),
+    spec: {
+      containers: [
+        { name: 'a', resources: { limits: { 'ephemeral-storage': '1Gi' } } },
+        { name: 'b', resources: { limits: { 'ephemeral-storage': '1Gi' } } },
+      ],
+    },
+  }
+  const gi = 2 ** 30
+  it.each([
+    { name: 'sizeLimit below pod limit', volume: { name: 'e', emptyDir: { sizeLimit: '1Gi' } }, pod: limited, size: gi },
+    { name: 'sizeLimit above pod limit', volume: { name: 'e', emptyDir: { sizeLimit: '3Gi' } }, pod: limited, size: 2 * gi },
+    { name: 'no sizeLimit', volume: { name: 'e', emptyDir: {} }, pod: limited, size: 2 * gi },
+    { name: 'configMap', volume: { name: 'c', configMap: { name: 'x' } }, pod: limited, size: 2 * gi },
+    { name: 'no pod limit', volume: { name: 'e', emptyDir: { sizeLimit: '3Gi' } }, pod: buildPod(), size: 3 * gi },
+    { name: 'no limits at all', volume: { name: 'e', emptyDir: {} }, pod: buildPod(), size: 0 },
+    { name: 'memory emptyDir has none', volume: { name: 'e', emptyDir: { medium: 'Memory' } }, pod: limited, size: undefined },
+  ])('$name', ({ volume, pod, size }) => {
+    expect(desiredSizeLimitOf(pod, specFromVolume(volume))).toBe(size)
+  })
+})

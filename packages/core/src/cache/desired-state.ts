@@ -1,0 +1,326 @@
+/**
+ * The desired state of the world (SPEC §3.2): which volumes should be mounted for which pods.
+ * Written by the populator (and `markVolumesReportedInUse` from node status); read by the
+ * reconciler and the manager. Views returned are copies.
+ */
+import type { Pod } from '../api/kubernetes.js'
+import { type UniquePodName, type UniqueVolumeName, uniqueVolumeNameForPod, uniqueVolumeNameFromDevice } from '../api/names.js'
+import { parseQuantity, storageOf } from '../api/quantity.js'
+import { type VolumeSpec, volumeGidValueOf } from '../api/volume-spec.js'
+import type { Clock } from '../clock.js'
+import { VolumeSpecError, errorMessage } from '../errors.js'
+import type { PluginManager } from '../plugins/plugin-manager.js'
+import { ChangeFeed } from './change-feed.js'
+
+/** The kubelet keeps at most this many distinct errors per pod (an insert happens while size ≤ 10). */
+export const MAX_POD_ERRORS = 10
+
+/** One (volume, pod) pair the reconciler must mount (kubelet `VolumeToMount`). */
+export interface VolumeToMount {
+  readonly volumeName: UniqueVolumeName
+  readonly podName: UniquePodName
+  readonly pod: Pod
+  readonly spec: VolumeSpec
+  readonly pluginName: string
+  /** Names of the pod volumes that resolve to this volume (two pod volumes may share a PVC). */
+  readonly outerVolumeSpecNames: readonly string[]
+  readonly pluginIsAttachable: boolean
+  readonly pluginIsDeviceMountable: boolean
+  readonly volumeGidValue: string
+  readonly reportedInUse: boolean
+  /** Size limit of a local ephemeral volume, bytes (SPEC §3.2.2). */
+  readonly desiredSizeLimit: number | undefined
+  /** PV capacity the file system should be expanded to, bytes. */
+  readonly desiredPersistentVolumeSize: number | undefined
+  readonly seLinuxLabel: string
+  /** Clock time of the mount request; refreshed on re-add for volumes that require remount. */
+  readonly mountRequestTime: number
+}
+
+interface DesiredPod {
+  pod: Pod
+  spec: VolumeSpec
+  outerNames: Set<string>
+  mountRequestTime: number
+}
+
+interface DesiredVolume {
+  readonly volumeName: UniqueVolumeName
+  readonly pluginName: string
+  pluginIsAttachable: boolean
+  readonly pluginIsDeviceMountable: boolean
+  readonly volumeGidValue: string
+  reportedInUse: boolean
+  readonly desiredSizeLimit: number | undefined
+  persistentVolumeSize: number | undefined
+  readonly seLinuxLabel: string
+  readonly pods: Map<UniquePodName, DesiredPod>
+}
+
+/** What the populator knows about a pod volume when it adds it. */
+export interface AddPodToVolumeOptions {
+  readonly podName: UniquePodName
+  readonly pod: Pod
+  readonly spec: VolumeSpec
+  readonly outerVolumeSpecName: string
+  readonly seLinuxLabel?: string
+}
+
+/**
+ * Size limit of a local ephemeral volume (SPEC §3.2.2): the pod's ephemeral-storage limit (sum of its
+ * containers'), or the emptyDir `sizeLimit` when set and smaller (or when the pod has none). Only
+ * disk-backed emptyDir and configMap volumes have one.
+ */
+export function desiredSizeLimitOf(pod: Pod, spec: VolumeSpec): number | undefined {
+  const volume = spec.volume
+  if (!volume) return undefined
+  const diskEmptyDir = volume.emptyDir !== undefined && (volume.emptyDir.medium ?? '') === ''
+  if (!diskEmptyDir && !volume.configMap) return undefined
+  let podLimit = 0
+  for (const c of pod.spec?.containers ?? []) {
+    const limit = c.resources?.limits?.['ephemeral-storage']
+    if (limit !== undefined) podLimit += parseQuantity(limit)
+  }
+  const sizeLimit = volume.emptyDir?.sizeLimit === undefined ? 0 : parseQuantity(volume.emptyDir.sizeLimit)
+  if (diskEmptyDir && sizeLimit > 0 && (podLimit === 0 || sizeLimit < podLimit)) return sizeLimit
+  return podLimit
+}
+
+export class DesiredStateOfWorld {
+  readonly #volumes = new Map<UniqueVolumeName, DesiredVolume>()
+  readonly #podErrors = new Map<UniquePodName, Set<string>>()
+  /** Pod → volumes it is in, so per-pod questions do not scan every volume. */
+  readonly #podVolumes = new Map<UniquePodName, Set<UniqueVolumeName>>()
+  readonly #plugins: PluginManager
+  readonly #clock: Clock
+  readonly changes = new ChangeFeed()
+
+  constructor(plugins: PluginManager, clock: Clock) {
+    this.#plugins = plugins
+    this.#clock = clock
+  }
+
+  /**
+   * Adds a pod to a volume, creating the volume if needed; idempotent. Returns the unique volume
+   * name. Throws "failed to get Plugin from volumeSpec for volume %q err=%v" when no plugin fits.
+   */
+  addPodToVolume(options: AddPodToVolumeOptions): UniqueVolumeName {
+    const { podName, pod, spec, outerVolumeSpecName } = options
+    let plugin: ReturnType<PluginManager['findPluginBySpec']>
+    try {
+      plugin = this.#plugins.findPluginBySpec(spec)
+    } catch (err) {
+      throw new VolumeSpecError(`failed to get Plugin from volumeSpec for volume "${spec.name}" err=${errorMessage(err)}`, {
+        cause: err,
+      })
+    }
+    const attachable = plugin.attach?.canAttach(spec) ?? false
+    const deviceMountable = plugin.deviceMount?.canDeviceMount(spec) ?? false
+    let volumeName: UniqueVolumeName
+    try {
+      volumeName =
+        attachable || deviceMountable
+          ? uniqueVolumeNameFromDevice(plugin.name, plugin.getVolumeName(spec))
+          : uniqueVolumeNameForPod(plugin.name, podName, spec.name)
+    } catch (err) {
+      throw new VolumeSpecError(
+        `failed to GetUniqueVolumeNameFromSpec for volumeSpec "${spec.name}" using volume plugin "${plugin.name}" err=${errorMessage(err)}`,
+        { cause: err },
+      )
+    }
+    let volume = this.#volumes.get(volumeName)
+    if (!volume) {
+      const pvCapacity = spec.persistentVolume ? storageOf(spec.persistentVolume.spec?.capacity) : undefined
+      volume = {
+        volumeName,
+        pluginName: plugin.name,
+        pluginIsAttachable: attachable,
+        pluginIsDeviceMountable: deviceMountable,
+        volumeGidValue: volumeGidValueOf(spec),
+        reportedInUse: false,
+        desiredSizeLimit: desiredSizeLimitOf(pod, spec),
+        persistentVolumeSize: pvCapacity,
+        seLinuxLabel: options.seLinuxLabel ?? '',
+        pods: new Map(),
+      }
+      this.#volumes.set(volumeName, volume)
+    }
+    const existing = volume.pods.get(podName)
+    const now = this.#clock.now()
+    const outerNames = new Set(existing?.outerNames)
+    outerNames.add(outerVolumeSpecName)
+    volume.pods.set(podName, {
+      pod,
+      spec,
+      outerNames,
+      // A volume that must be set up again on every sync counts its request from the latest one.
+      mountRequestTime: existing && !plugin.requiresRemount(spec) ? existing.mountRequestTime : now,
+    })
+    let podVolumes = this.#podVolumes.get(podName)
+    if (!podVolumes) this.#podVolumes.set(podName, (podVolumes = new Set()))
+    podVolumes.add(volumeName)
+    this.changes.emit(volumeName)
+    return volumeName
+  }
+
+  /** Removes a pod from a volume (and the volume when no pod is left) and the pod's errors. No-op if absent. */
+  deletePodFromVolume(podName: UniquePodName, volumeName: UniqueVolumeName): void {
+    this.#podErrors.delete(podName)
+    const volume = this.#volumes.get(volumeName)
+    if (!volume?.pods.delete(podName)) return
+    if (volume.pods.size === 0) this.#volumes.delete(volumeName)
+    const podVolumes = this.#podVolumes.get(podName)
+    podVolumes?.delete(volumeName)
+    if (podVolumes?.size === 0) this.#podVolumes.delete(podName)
+    this.changes.emit(volumeName)
+  }
+
+  /** Sets `reportedInUse` for the named volumes and clears it for every other one. */
+  markVolumesReportedInUse(names: Iterable<UniqueVolumeName>): void {
+    const reported = new Set(names)
+    for (const volume of this.#volumes.values()) {
+      const inUse = reported.has(volume.volumeName)
+      if (volume.reportedInUse !== inUse) {
+        volume.reportedInUse = inUse
+        this.changes.emit(volume.volumeName)
+      }
+    }
+  }
+
+  /** Overwrites the volume's attachability (a CSIDriver's `attachRequired` flipped). */
+  markVolumeAttachability(volumeName: UniqueVolumeName, attachable: boolean): void {
+    const volume = this.#volumes.get(volumeName)
+    if (volume && volume.pluginIsAttachable !== attachable) {
+      volume.pluginIsAttachable = attachable
+      this.changes.emit(volumeName)
+    }
+  }
+
+  /** Sets the size the file system should be expanded to (bytes). */
+  updatePersistentVolumeSize(volumeName: UniqueVolumeName, size: number): void {
+    const volume = this.#volumes.get(volumeName)
+    if (volume && volume.persistentVolumeSize !== size) {
+      volume.persistentVolumeSize = size
+      this.changes.emit(volumeName)
+    }
+  }
+
+  /** The volume is desired (and, when a label is given, with that SELinux label). */
+  volumeExists(volumeName: UniqueVolumeName, seLinuxMountContext = ''): boolean {
+    const volume = this.#volumes.get(volumeName)
+    return volume !== undefined && volume.seLinuxLabel === seLinuxMountContext
+  }
+
+  podExistsInVolume(podName: UniquePodName, volumeName: UniqueVolumeName, seLinuxMountContext = ''): boolean {
+    const volume = this.#volumes.get(volumeName)
+    return (volume?.pods.has(podName) ?? false) && volume?.seLinuxLabel === seLinuxMountContext
+  }
+
+  /** Any volume of the pod whose inner name is `specName`. */
+  volumeExistsWithSpecName(podName: UniquePodName, specName: string): boolean {
+    for (const name of this.#podVolumes.get(podName) ?? []) {
+      if (this.#volumes.get(name)?.pods.get(podName)?.spec.name === specName) return true
+    }
+    return false
+  }
+
+  /** One entry per (volume, pod). */
+  getVolumesToMount(): VolumeToMount[] {
+    const result: VolumeToMount[] = []
+    for (const volume of this.#volumes.values()) {
+      for (const [podName, pod] of volume.pods) result.push(toView(volume, podName, pod))
+    }
+    return result
+  }
+
+  /** The (volume, pod) pairs of one volume. */
+  getVolumesToMountFor(volumeName: UniqueVolumeName): VolumeToMount[] {
+    const volume = this.#volumes.get(volumeName)
+    if (!volume) return []
+    return [...volume.pods].map(([podName, pod]) => toView(volume, podName, pod))
+  }
+
+  /** The (volume, pod) pairs of one pod. */
+  getVolumesToMountForPod(podName: UniquePodName): VolumeToMount[] {
+    const result: VolumeToMount[] = []
+    for (const name of this.#podVolumes.get(podName) ?? []) {
+      const volume = this.#volumes.get(name)
+      const pod = volume?.pods.get(podName)
+      if (volume && pod) result.push(toView(volume, podName, pod))
+    }
+    return result
+  }
+
+  /** Every unique volume name in the desired state. */
+  volumeNames(): UniqueVolumeName[] {
+    return [...this.#volumes.keys()]
+  }
+
+  /** Whether the desired volume's plugin is attachable; undefined when the volume is not desired. */
+  isVolumeAttachable(volumeName: UniqueVolumeName): boolean | undefined {
+    return this.#volumes.get(volumeName)?.pluginIsAttachable
+  }
+
+  /** Pods with at least one volume. */
+  getPods(): Set<UniquePodName> {
+    return new Set(this.#podVolumes.keys())
+  }
+
+  /** Outer name → unique volume name for one pod. */
+  getVolumeNamesForPod(podName: UniquePodName): Map<string, UniqueVolumeName> {
+    const result = new Map<string, UniqueVolumeName>()
+    for (const name of this.#podVolumes.get(podName) ?? []) {
+      for (const outer of this.#volumes.get(name)?.pods.get(podName)?.outerNames ?? []) result.set(outer, name)
+    }
+    return result
+  }
+
+  /** Records an error for the pod (deduplicated; dropped once more than {@link MAX_POD_ERRORS} are kept). */
+  addErrorToPod(podName: UniquePodName, message: string): void {
+    let errors = this.#podErrors.get(podName)
+    if (!errors) this.#podErrors.set(podName, (errors = new Set()))
+    if (errors.size <= MAX_POD_ERRORS) errors.add(message)
+  }
+
+  /** The pod's errors, sorted, and clears them. */
+  popPodErrors(podName: UniquePodName): string[] {
+    const errors = this.#podErrors.get(podName)
+    this.#podErrors.delete(podName)
+    return errors ? [...errors].sort() : []
+  }
+
+  /** The pod's errors without clearing them. */
+  peekPodErrors(podName: UniquePodName): string[] {
+    return [...(this.#podErrors.get(podName) ?? [])].sort()
+  }
+
+  getPodsWithErrors(): UniquePodName[] {
+    return [...this.#podErrors.keys()]
+  }
+
+  /** Number of (volume, pod) pairs, for metrics. */
+  countByPlugin(): Map<string, number> {
+    const counts = new Map<string, number>()
+    for (const v of this.#volumes.values()) counts.set(v.pluginName, (counts.get(v.pluginName) ?? 0) + v.pods.size)
+    return counts
+  }
+}
+
+function toView(volume: DesiredVolume, podName: UniquePodName, pod: DesiredPod): VolumeToMount {
+  return {
+    volumeName: volume.volumeName,
+    podName,
+    pod: pod.pod,
+    spec: pod.spec,
+    pluginName: volume.pluginName,
+    outerVolumeSpecNames: [...pod.outerNames].sort(),
+    pluginIsAttachable: volume.pluginIsAttachable,
+    pluginIsDeviceMountable: volume.pluginIsDeviceMountable,
+    volumeGidValue: volume.volumeGidValue,
+    reportedInUse: volume.reportedInUse,
+    desiredSizeLimit: volume.desiredSizeLimit,
+    desiredPersistentVolumeSize: volume.persistentVolumeSize,
+    seLinuxLabel: volume.seLinuxLabel,
+    mountRequestTime: pod.mountRequestTime,
+  }
+}

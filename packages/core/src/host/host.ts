@@ -1,0 +1,164 @@
+/**
+ * The Host port: everything kubevol asks of the operating system. Plugins and the manager call only
+ * this; `@kubevol/adapter-linux` implements it on the kernel, `@kubevol/adapter-mock` in memory.
+ *
+ * All paths are absolute. Every method fails with a {@link HostError} whose code is the errno the
+ * kernel would give (ENOENT, EEXIST, EBUSY, ...). Optional members are capabilities: a host that can
+ * attach loop devices has `loopDevices`, one that cannot does not.
+ */
+import type { HostError } from '../errors.js'
+
+/** What `lstat`/`stat` report. */
+export interface FileInfo {
+  readonly type: 'file' | 'directory' | 'symlink' | 'block-device' | 'char-device' | 'socket' | 'fifo'
+  /** Permission bits, including setuid/setgid/sticky (e.g. 0o2775). */
+  readonly mode: number
+  readonly uid: number
+  readonly gid: number
+  readonly size: number
+  /** Device id of the filesystem the entry is on; differs across a mount point. */
+  readonly dev: number
+  readonly ino: number
+  /** Modification time, milliseconds since the epoch. */
+  readonly mtimeMs: number
+  /** For block and character devices: the device number the node refers to. */
+  readonly rdev?: number
+}
+
+/** One line of the mount table (`/proc/self/mountinfo`). */
+export interface MountEntry {
+  readonly id: number
+  readonly parentId: number
+  /** `major:minor` of the mounted filesystem. */
+  readonly device: string
+  /** The path inside the source filesystem that is mounted (`/` unless a bind of a subdirectory). */
+  readonly root: string
+  readonly target: string
+  readonly fstype: string
+  readonly source: string
+  /** Per-mount options (`rw`, `ro`, `nosuid`, ...). */
+  readonly options: readonly string[]
+  /** Filesystem options (`size=...`, `context=...`). */
+  readonly superOptions: readonly string[]
+  /** `shared`, `slave`, `private` or `unbindable`. */
+  readonly propagation: 'shared' | 'slave' | 'private' | 'unbindable'
+}
+
+/** What to mount. `bind` and `remount` may be combined to change the flags of a bind mount. */
+export interface MountRequest {
+  /** Device, directory (bind) or a name for pseudo filesystems (`tmpfs`). */
+  readonly source: string
+  readonly target: string
+  /** Filesystem type; ignored for `bind` and `remount`. */
+  readonly fstype?: string
+  readonly bind?: boolean
+  /** With `bind`: bind submounts too (`MS_REC`). */
+  readonly recursive?: boolean
+  readonly remount?: boolean
+  readonly readOnly?: boolean
+  /** Filesystem options joined with commas (`size=64m`, `context="..."`). */
+  readonly options?: readonly string[]
+  /** Mount propagation to set on `target` after mounting. */
+  readonly propagation?: 'shared' | 'slave' | 'private'
+}
+
+export interface UnmountOptions {
+  /** `MNT_DETACH`: lazy unmount. */
+  readonly lazy?: boolean
+  /** `UMOUNT_NOFOLLOW`: do not follow a symlink at `target`. @default true */
+  readonly noFollow?: boolean
+}
+
+/** Capacity and usage of the filesystem a path is on (`statfs`). */
+export interface FsStats {
+  readonly capacityBytes: number
+  readonly availableBytes: number
+  readonly usedBytes: number
+  readonly inodes: number
+  readonly inodesFree: number
+  readonly inodesUsed: number
+}
+
+/** Loop devices: a file presented as a block device. */
+export interface LoopDevices {
+  /** Attaches `file` to a free loop device and returns its path (`/dev/loop3`). */
+  attach(file: string, options?: { readonly readOnly?: boolean }): Promise<string>
+  /** Detaches `device`. ENXIO when it is not attached. */
+  detach(device: string): Promise<void>
+  /** The loop devices backed by `file` (empty when none). */
+  find(file: string): Promise<readonly string[]>
+  /** Re-reads the size of the backing file (`LOOP_SET_CAPACITY`). */
+  refreshCapacity(device: string): Promise<void>
+}
+
+/** Block devices the host knows. */
+export interface BlockDevices {
+  /** Size in bytes; ENOENT when the device does not exist. */
+  size(device: string): Promise<number>
+  /** True when something holds the device open exclusively (a mounted filesystem, a mapper). */
+  isOpen(device: string): Promise<boolean>
+}
+
+/** Filesystem tools: detect, format, check, resize. */
+export interface Filesystems {
+  /** The filesystem type found on the device, or null when the device is blank. */
+  detect(device: string): Promise<string | null>
+  /** Creates a filesystem. Never called on a device whose `detect` is not null. */
+  format(device: string, fstype: string, options?: readonly string[]): Promise<void>
+  /** Checks and repairs what can be repaired without asking; fails on errors left uncorrected. */
+  check(device: string, fstype: string): Promise<void>
+  /** Grows the filesystem to fill the device; `mountPath` when it is mounted (online resize). */
+  resize(device: string, fstype: string, mountPath?: string): Promise<void>
+}
+
+/** Files: the subset of POSIX the plugins need. */
+export interface Host {
+  /** Information about `path` itself (a symlink is reported as a symlink). Null when absent. */
+  lstat(path: string): Promise<FileInfo | null>
+  /** Information about what `path` resolves to. Null when absent or a dangling link (ENOENT); ENOTDIR and ELOOP throw. */
+  stat(path: string): Promise<FileInfo | null>
+  /** Creates a directory; with `recursive` its parents too, and no error when it exists. */
+  mkdir(path: string, options?: { readonly recursive?: boolean; readonly mode?: number }): Promise<void>
+  /** Names in a directory, sorted. ENOENT, ENOTDIR. */
+  readdir(path: string): Promise<readonly string[]>
+  readFile(path: string): Promise<Uint8Array>
+  /** Creates or replaces a regular file. */
+  writeFile(path: string, data: Uint8Array | string, options?: { readonly mode?: number }): Promise<void>
+  /** Atomic rename; replaces a file or a symlink at `to`. */
+  rename(from: string, to: string): Promise<void>
+  symlink(target: string, path: string): Promise<void>
+  readlink(path: string): Promise<string>
+  /** Removes a file, a symlink, or an empty directory. EBUSY when `path` is a mount point. ENOTEMPTY. */
+  remove(path: string): Promise<void>
+  /**
+   * Removes `path` and everything under it, never crossing into another filesystem (a mount point
+   * below `path` is an error, EBUSY, and nothing at all is removed). A missing `path` is not an error.
+   */
+  removeAll(path: string): Promise<void>
+  chmod(path: string, mode: number): Promise<void>
+  /** Changes owner and group of `path` itself (not following a symlink). -1 keeps a value. */
+  lchown(path: string, uid: number, gid: number): Promise<void>
+
+  /**
+   * Mounts. EBUSY, ENOENT (target or source missing), ENOTDIR, EINVAL, ENOTBLK, EPERM as the kernel.
+   * `bind` with `readOnly` gives a read-only bind (on Linux: a bind, then a read-only remount).
+   */
+  mount(request: MountRequest): Promise<void>
+  /** Unmounts the topmost mount at `target`. EINVAL when `target` is not a mount point; EBUSY when busy. */
+  unmount(target: string, options?: UnmountOptions): Promise<void>
+  /** The whole mount table, in mount order. */
+  mounts(): Promise<readonly MountEntry[]>
+  /**
+   * True when `path` is a mount point. Answers from the mount table where it can, so a hung
+   * filesystem at `path` is not touched. ENOENT when `path` does not exist.
+   */
+  isMountPoint(path: string): Promise<boolean>
+
+  /** Filesystem usage of the filesystem `path` is on. */
+  statfs?(path: string): Promise<FsStats>
+  readonly loopDevices?: LoopDevices
+  readonly blockDevices?: BlockDevices
+  readonly filesystems?: Filesystems
+}
+
+export type { HostError }

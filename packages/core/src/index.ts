@@ -1,0 +1,33 @@
+/**
+ * @kubevol/core: the kubelet's VolumeManager as a pure TypeScript library.
+ *
+ * The front door: every public name is listed here.
+ */
+export * from './api/kubernetes.js'
+export * from './errors.js'
+export * from './signal.js'
+export * from './clock.js'
+export * from './paths.js'
+export * from './host/host.js'
+export * from './observability.js'
+export * from './api/names.js'
+export * from './api/quantity.js'
+export * from './api/volume-spec.js'
+export * from './api/node-affinity.js'
+export * from './plugins/plugin.js'
+export * from './plugins/plugin-manager.js'
+export * from './populator/sources.js'
+export * from './populator/volume-spec-resolver.js'
+export * from './populator/populator.js'
+export * from './cache/change-feed.js'
+export * from './cache/desired-state.js'
+export * from './cache/actual-state.js'
+export * from './operations/backoff.js'
+export * from './operations/pending-operations.js'
+export * from './operations/context.js'
+export * from './operations/mount-operations.js'
+export * from './operations/block-operations.js'
+export * from './operations/attach-operations.js'
+export * from './operations/operation-executor.js'
+export * from './reconciler/reconciler.js'
+export * from './volume-manager.js'

@@ -1,0 +1,291 @@
+/**
+ * The file system operations (SPEC §6.5): MountVolume, UnmountVolume, UnmountDevice. Each is split
+ * into a synchronous generation step (find the plugin; failures are returned at once, no backoff)
+ * and the asynchronous operation it returns.
+ */
+import type { Mounter, Unmounter } from '../plugins/plugin.js'
+import { checkNodeAffinity } from '../api/node-affinity.js'
+import { storageOf } from '../api/quantity.js'
+import { accessModesOf, mountOptionsOf } from '../api/volume-spec.js'
+import type { AttachedVolume, MountedVolume } from '../cache/actual-state.js'
+import type { VolumeToMount } from '../cache/desired-state.js'
+import { OperationError, errorMessage, failureKind } from '../errors.js'
+import { joinPath } from '../paths.js'
+import type { VolumePlugin } from '../plugins/plugin.js'
+import {
+  type OperationContext,
+  detailedMessage,
+  emitEvent,
+  markDeviceErrorState,
+  markOptions,
+  markVolumeErrorState,
+  simpleMessage,
+  stepFailed,
+  subjectOf,
+} from './context.js'
+
+/** A generated operation: its name, the plugin it runs for, and the work. */
+export interface GeneratedOperation {
+  readonly name: string
+  readonly pluginName: string
+  run(): Promise<void>
+}
+
+/** The desired volume with the device path the reconciler read from the actual state. */
+export interface MountRequestVolume extends VolumeToMount {
+  readonly devicePath: string
+}
+
+/** "volume_mount": wait for attach → mount device → set up → mark mounted. */
+export function generateMountVolume(ctx: OperationContext, vtm: MountRequestVolume, isRemount: boolean): GeneratedOperation {
+  const subject = subjectOf(vtm)
+  let plugin: VolumePlugin
+  try {
+    plugin = ctx.plugins.findPluginBySpec(vtm.spec)
+  } catch (err) {
+    throw stepFailed('MountVolume.FindPluginBySpec failed', subject, err)
+  }
+  return {
+    name: 'volume_mount',
+    pluginName: plugin.name,
+    run: async () => {
+      const { spec, pod } = vtm
+      const pv = spec.persistentVolume
+      if (pv?.spec?.nodeAffinity && ctx.objects.getNode) {
+        let reason: string | null
+        try {
+          reason = checkNodeAffinity(pv, await ctx.objects.getNode(ctx.nodeName))
+        } catch (err) {
+          reason = errorMessage(err)
+        }
+        if (reason) throw stepFailed('MountVolume.NodeAffinity check failed', subject, reason, 'final')
+      }
+      let mounter: Mounter
+      try {
+        mounter = plugin.newMounter(spec, pod)
+      } catch (err) {
+        throw stepFailed('MountVolume.NewMounter initialization failed', subject, err, 'final')
+      }
+      if (mountOptionsOf(spec).length > 0 && !plugin.supportsMountOption()) {
+        throw stepFailed('MountVolume.MountOptionSupport check failed', subject, 'mount options are not supported for this volume type', 'final')
+      }
+      const modes = accessModesOf(spec)
+      if (modes.length === 1 && modes[0] === 'ReadWriteOncePod' && ctx.asw.isVolumeMountedElsewhere(vtm.volumeName, vtm.podName)) {
+        throw stepFailed('MountVolume.SetUp failed', subject, 'volume uses the ReadWriteOncePod access mode and is already in use by another pod', 'final')
+      }
+      const fsGroup = pod.spec?.securityContext?.fsGroup
+      const fsGroupChangePolicy = pod.spec?.securityContext?.fsGroupChangePolicy
+      let devicePath = vtm.devicePath
+      if (plugin.attach?.canAttach(spec)) {
+        try {
+          devicePath = await plugin.attach.waitForAttach(spec, devicePath, pod, ctx.waitForAttachTimeoutMs)
+        } catch (err) {
+          throw stepFailed('MountVolume.WaitForAttach failed', subject, err)
+        }
+      }
+      let deviceMountPath = ''
+      const deviceMount = plugin.deviceMount?.canDeviceMount(spec) ? plugin.deviceMount : undefined
+      if (deviceMount) {
+        try {
+          deviceMountPath = deviceMount.getDeviceMountPath(spec)
+        } catch (err) {
+          throw stepFailed('MountVolume.GetDeviceMountPath failed', subject, err)
+        }
+        if (ctx.asw.getDeviceMountState(vtm.volumeName) !== 'mounted') {
+          try {
+            await deviceMount.mountDevice(spec, devicePath, deviceMountPath, { fsGroup, seLinuxLabel: vtm.seLinuxLabel })
+          } catch (err) {
+            markDeviceErrorState(ctx, vtm, failureKind(err), devicePath, deviceMountPath)
+            throw stepFailed('MountVolume.MountDevice failed', subject, err)
+          }
+          ctx.logger.info(detailedMessage('MountVolume.MountDevice succeeded', subject, `device mount path "${deviceMountPath}"`))
+          ctx.asw.markDeviceAsMounted(vtm.volumeName, devicePath, deviceMountPath, vtm.seLinuxLabel)
+        }
+      }
+      try {
+        await mounter.setUp({
+          fsGroup,
+          fsGroupChangePolicy,
+          fsUser: commonRunAsUser(vtm),
+          desiredSize: vtm.desiredSizeLimit,
+          seLinuxLabel: vtm.seLinuxLabel,
+        })
+      } catch (err) {
+        markVolumeErrorState(ctx, vtm, failureKind(err))
+        throw stepFailed('MountVolume.SetUp failed', subject, err)
+      }
+      const log = isRemount ? ctx.logger.debug : ctx.logger.info
+      log.call(ctx.logger, detailedMessage('MountVolume.SetUp succeeded', subject))
+      try {
+        await expandVolumeDuringMount(ctx, vtm, plugin, mounter.getPath(), deviceMountPath, devicePath)
+      } catch (err) {
+        // Containers must not start on a volume that should have grown; tearing it down later is safe.
+        ctx.asw.markVolumeMountAsUncertain(markOptions(vtm))
+        throw stepFailed('MountVolume.Setup failed while expanding volume', subject, err)
+      }
+      ctx.metrics.observe(
+        'volume_operation_total_seconds',
+        { plugin_name: plugin.name, operation_name: 'overall_volume_mount' },
+        (ctx.clock.now() - vtm.mountRequestTime) / 1000,
+      )
+      ctx.asw.markVolumeAsMounted(markOptions(vtm))
+    },
+  }
+}
+
+/** The pod's runAsUser when every container agrees on one. */
+function commonRunAsUser(vtm: VolumeToMount): number | undefined {
+  const podUser = vtm.pod.spec?.securityContext?.runAsUser
+  const users = new Set<number | undefined>()
+  for (const c of [...(vtm.pod.spec?.initContainers ?? []), ...(vtm.pod.spec?.containers ?? [])]) {
+    users.add(c.securityContext?.runAsUser ?? podUser)
+  }
+  return users.size === 1 ? [...users][0] : undefined
+}
+
+/**
+ * During mount (SPEC §6.6): when the claim's reported capacity is below the PV's, grow the file
+ * system now, before containers start.
+ */
+async function expandVolumeDuringMount(
+  ctx: OperationContext,
+  vtm: VolumeToMount,
+  plugin: VolumePlugin,
+  mountPath: string,
+  deviceStagePath: string,
+  devicePath: string,
+): Promise<void> {
+  const pv = vtm.spec.persistentVolume
+  const claim = pv?.spec?.claimRef
+  if (!plugin.nodeExpand?.requiresFSResize() || !pv || !claim?.name) return
+  const pvc = await ctx.objects.getPersistentVolumeClaim(claim.namespace ?? 'default', claim.name).catch((err: unknown) => {
+    throw new Error(`MountVolume.NodeExpandVolume get PVC failed : ${errorMessage(err)}`)
+  })
+  const current = storageOf(pvc.status?.capacity)
+  const desired = storageOf(pv.spec?.capacity)
+  if (current === undefined || desired === undefined || current >= desired) return
+  await plugin.nodeExpand.nodeExpand({ spec: vtm.spec, devicePath, deviceMountPath: mountPath, deviceStagePath, newSize: desired, oldSize: current })
+  ctx.asw.markVolumeAsResized(vtm.volumeName, desired)
+  emitEvent(ctx, vtm.pod, 'Normal', 'FileSystemResizeSuccessful', simpleMessage('MountVolume.NodeExpandVolume succeeded', subjectOf(vtm)))
+}
+
+/** "volume_unmount": clean subPaths → tear down → mark unmounted. Tear-down failure leaves it uncertain. */
+export function generateUnmountVolume(ctx: OperationContext, mv: MountedVolume): GeneratedOperation {
+  const subject = { outerName: mv.outerVolumeSpecName, uniqueName: mv.volumeName }
+  let unmounter: Unmounter
+  try {
+    const plugin = ctx.plugins.findPluginByName(mv.pluginName)
+    try {
+      unmounter = plugin.newUnmounter(mv.innerVolumeSpecName, mv.podUID)
+    } catch (err) {
+      throw stepFailed('UnmountVolume.NewUnmounter failed', subject, err)
+    }
+  } catch (err) {
+    if (err instanceof OperationError) throw err
+    throw stepFailed('UnmountVolume.FindPluginByName failed', subject, err)
+  }
+  const tearDown = unmounter
+  return {
+    name: 'volume_unmount',
+    pluginName: mv.pluginName,
+    run: async () => {
+      try {
+        await cleanSubPaths(ctx, ctx.paths.podSubPathsDir(mv.podUID, mv.innerVolumeSpecName))
+      } catch (err) {
+        throw stepFailed('error cleaning subPath mounts', subject, err)
+      }
+      try {
+        await tearDown.tearDown()
+      } catch (err) {
+        ctx.asw.markVolumeMountAsUncertain({
+          podName: mv.podName,
+          podUID: mv.podUID,
+          volumeName: mv.volumeName,
+          outerVolumeSpecName: mv.outerVolumeSpecName,
+          volumeGidValue: mv.volumeGidValue,
+          spec: mv.spec,
+          seLinuxMountContext: mv.seLinuxMountContext,
+        })
+        throw stepFailed('UnmountVolume.TearDown failed', subject, err)
+      }
+      ctx.logger.info(
+        `UnmountVolume.TearDown succeeded for volume "${mv.volumeName}" pod "${mv.podName}" (UID: "${mv.podUID}"). InnerVolumeSpecName "${mv.innerVolumeSpecName}". PluginName "${mv.pluginName}", VolumeGIDValue "${mv.volumeGidValue}"`,
+      )
+      ctx.asw.markVolumeAsUnmounted(mv.podName, mv.volumeName)
+    },
+  }
+}
+
+/**
+ * Unmounts and removes every subPath bind under `dir` (`volume-subpaths/<volume>`), deepest first.
+ * Nothing is removed while it is still a mount point.
+ */
+export async function cleanSubPaths(ctx: OperationContext, path: string): Promise<void> {
+  const info = await ctx.host.lstat(path)
+  if (!info) return
+  // Unmount before looking inside: what is below a bind is the volume's data, never to be removed.
+  if (info.type !== 'symlink' && (await ctx.host.isMountPoint(path))) await ctx.host.unmount(path)
+  if (info.type === 'directory') {
+    for (const name of await ctx.host.readdir(path)) await cleanSubPaths(ctx, joinPath(path, name))
+  }
+  await ctx.host.remove(path)
+}
+
+/** "unmount_device": refuse while other mounts reference the device, unmount, check the device is free. */
+export function generateUnmountDevice(ctx: OperationContext, av: AttachedVolume): GeneratedOperation {
+  const subject = { outerName: av.spec.name, uniqueName: av.volumeName }
+  let plugin: VolumePlugin
+  try {
+    plugin = ctx.plugins.findPluginByName(av.pluginName)
+  } catch (err) {
+    throw stepFailed('UnmountDevice.FindDeviceMountablePluginByName failed', subject, err)
+  }
+  const deviceMount = plugin.deviceMount
+  if (!deviceMount) {
+    throw stepFailed('UnmountDevice.FindDeviceMountablePluginByName failed', subject, `plugin ${plugin.name} cannot mount devices`)
+  }
+  return {
+    name: 'unmount_device',
+    pluginName: plugin.name,
+    run: async () => {
+      let deviceMountPath: string
+      try {
+        deviceMountPath = deviceMount.getDeviceMountPath(av.spec)
+      } catch (err) {
+        if (!errorMessage(err).includes('does not exist')) throw stepFailed('GetDeviceMountPath failed', subject, err)
+        deviceMountPath = av.deviceMountPath
+      }
+      let refs: readonly string[]
+      try {
+        refs = await deviceMount.getDeviceMountRefs(deviceMountPath)
+      } catch (err) {
+        throw stepFailed('GetDeviceMountRefs check failed', subject, err)
+      }
+      const foreign = refs.filter((ref) => ref !== deviceMountPath && !ref.startsWith(`${deviceMountPath}/`))
+      if (foreign.length > 0) {
+        throw stepFailed(
+          'GetDeviceMountRefs check failed',
+          subject,
+          `the device mount path "${deviceMountPath}" is still mounted by other references [${foreign.join(' ')}]`,
+          'final',
+        )
+      }
+      try {
+        await deviceMount.unmountDevice(deviceMountPath)
+      } catch (err) {
+        ctx.asw.markDeviceAsUncertain(av.volumeName, av.devicePath, deviceMountPath)
+        throw stepFailed('UnmountDevice failed', subject, err)
+      }
+      if (av.devicePath && ctx.host.blockDevices) {
+        const info = await ctx.host.stat(av.devicePath).catch(() => null)
+        if (info?.type === 'block-device' && (await ctx.host.blockDevices.isOpen(av.devicePath))) {
+          ctx.asw.markDeviceAsUncertain(av.volumeName, av.devicePath, deviceMountPath)
+          throw stepFailed('UnmountDevice failed', subject, 'the device is in use when it was no longer expected to be in use', 'final')
+        }
+      }
+      ctx.logger.info(detailedMessage('UnmountDevice succeeded', subject, `device mount path "${deviceMountPath}"`))
+      ctx.asw.markDeviceAsUnmounted(av.volumeName)
+    },
+  }
+}
+

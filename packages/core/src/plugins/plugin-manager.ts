@@ -1,0 +1,69 @@
+/**
+ * Finds the plugin for a volume spec or a plugin name (kubelet `VolumePluginMgr`, SPEC §7.1).
+ */
+import type { VolumeSpec } from '../api/volume-spec.js'
+import { ConfigError, VolumeSpecError } from '../errors.js'
+import type { VolumePlugin, VolumePluginContext } from './plugin.js'
+
+const QUALIFIED_NAME = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/
+
+export interface PluginManager {
+  readonly plugins: readonly VolumePlugin[]
+  /** The one plugin that supports `spec`. Throws "no volume plugin matched" or "multiple volume plugins matched: a,b". */
+  findPluginBySpec(spec: VolumeSpec): VolumePlugin
+  /** Throws "no volume plugin matched name: X". */
+  findPluginByName(name: string): VolumePlugin
+  /** The plugin when it can attach this spec, else null. */
+  findAttachablePluginBySpec(spec: VolumeSpec): VolumePlugin | null
+  /** The plugin when it can device-mount this spec, else null. */
+  findDeviceMountablePluginBySpec(spec: VolumeSpec): VolumePlugin | null
+}
+
+/**
+ * Registers plugins and initializes each with `context`. Names must be non-empty qualified names
+ * and unique ("volume plugin %q was registered more than once").
+ */
+export function createPluginManager(plugins: readonly VolumePlugin[], context: VolumePluginContext): PluginManager {
+  const byName = new Map<string, VolumePlugin>()
+  for (const plugin of plugins) {
+    if (!plugin.name || !QUALIFIED_NAME.test(plugin.name)) {
+      throw new ConfigError(`volume plugin has an invalid name "${plugin.name}"`)
+    }
+    if (byName.has(plugin.name)) throw new ConfigError(`volume plugin "${plugin.name}" was registered more than once`)
+    byName.set(plugin.name, plugin)
+  }
+  for (const plugin of byName.values()) {
+    try {
+      plugin.init?.(context)
+    } catch (err) {
+      context.logger.error('Failed to load volume plugin', { plugin: plugin.name, err })
+      byName.delete(plugin.name)
+    }
+  }
+  const list = [...byName.values()]
+
+  const findPluginBySpec = (spec: VolumeSpec): VolumePlugin => {
+    const matches = list.filter((p) => p.canSupport(spec))
+    if (matches.length === 0) throw new VolumeSpecError('no volume plugin matched')
+    if (matches.length > 1) throw new VolumeSpecError(`multiple volume plugins matched: ${matches.map((p) => p.name).join(',')}`)
+    return matches[0] as VolumePlugin
+  }
+
+  return {
+    plugins: list,
+    findPluginBySpec,
+    findPluginByName(name) {
+      const plugin = byName.get(name)
+      if (!plugin) throw new VolumeSpecError(`no volume plugin matched name: ${name}`)
+      return plugin
+    },
+    findAttachablePluginBySpec(spec) {
+      const plugin = findPluginBySpec(spec)
+      return plugin.attach?.canAttach(spec) ? plugin : null
+    },
+    findDeviceMountablePluginBySpec(spec) {
+      const plugin = findPluginBySpec(spec)
+      return plugin.deviceMount?.canDeviceMount(spec) ? plugin : null
+    },
+  }
+}

@@ -1,0 +1,145 @@
+/**
+ * The volume plugin interfaces (SPEC §7.1). A plugin holds one volume type's logic and touches the
+ * machine only through the Host port it is given in `init`. Optional members are capabilities: a
+ * plugin is attachable exactly when it has `attacher`, device-mountable when it has `deviceMounter`.
+ */
+import type { Pod } from '../api/kubernetes.js'
+import type { VolumeSpec } from '../api/volume-spec.js'
+import type { Clock } from '../clock.js'
+import type { FsStats, Host } from '../host/host.js'
+import type { Logger, Recorder } from '../observability.js'
+import type { Paths } from '../paths.js'
+import type { ObjectReader } from '../populator/sources.js'
+
+/** What a plugin is given when the plugin manager starts it. */
+export interface VolumePluginContext {
+  readonly host: Host
+  readonly paths: Paths
+  readonly nodeName: string
+  readonly objects: ObjectReader
+  readonly clock: Clock
+  readonly logger: Logger
+  readonly recorder: Recorder
+}
+
+/** Arguments of `Mounter.setUp` (kubelet `MounterArgs`). */
+export interface MounterArgs {
+  readonly fsUser?: number
+  readonly fsGroup?: number
+  readonly fsGroupChangePolicy?: string
+  /** Size limit for local ephemeral volumes, bytes (SPEC §3.2.2). */
+  readonly desiredSize?: number
+  readonly seLinuxLabel?: string
+}
+
+export interface MounterAttributes {
+  readonly readOnly: boolean
+  /** The plugin manages ownership (fsGroup applies). */
+  readonly managed: boolean
+  readonly seLinuxRelabel: boolean
+}
+
+/** Sets up one volume for one pod. Must be idempotent: after a restart SetUp runs again on a mounted volume. */
+export interface Mounter {
+  /** The pod's volume directory. */
+  getPath(): string
+  setUp(args: MounterArgs): Promise<void>
+  getAttributes(): MounterAttributes
+  /** Capacity and usage; absent when the plugin cannot tell ("metrics are not supported"). */
+  getMetrics?(): Promise<FsStats>
+}
+
+/** Tears one pod's volume down. Must be idempotent and succeed when there is nothing left to do. */
+export interface Unmounter {
+  getPath(): string
+  tearDown(): Promise<void>
+}
+
+/** Attach and detach (kubelet `Attacher`/`Detacher`). */
+export interface AttachCapability {
+  canAttach(spec: VolumeSpec): boolean
+  /** Attaches the volume to the node; returns the device path. */
+  attach(spec: VolumeSpec, nodeName: string): Promise<string>
+  /** Waits until the device is present on the node; returns its path. */
+  waitForAttach(spec: VolumeSpec, devicePath: string, pod: Pod, timeoutMs: number): Promise<string>
+  /** `volumeName` is `plugin.getVolumeName(spec)`. */
+  detach(volumeName: string, nodeName: string): Promise<void>
+}
+
+export interface DeviceMounterArgs {
+  readonly fsGroup?: number
+  readonly seLinuxLabel?: string
+}
+
+/** The global (per volume, per node) device mount (kubelet `DeviceMounter`/`DeviceUnmounter`). */
+export interface DeviceMountCapability {
+  canDeviceMount(spec: VolumeSpec): boolean
+  getDeviceMountPath(spec: VolumeSpec): string
+  mountDevice(spec: VolumeSpec, devicePath: string, deviceMountPath: string, args: DeviceMounterArgs): Promise<void>
+  unmountDevice(deviceMountPath: string): Promise<void>
+  /** Mount points other than `deviceMountPath` that mount the same device. */
+  getDeviceMountRefs(deviceMountPath: string): Promise<readonly string[]>
+}
+
+/** Maps a block volume for one pod (kubelet `BlockVolumeMapper`/`CustomBlockVolumeMapper`). */
+export interface BlockVolumeMapper {
+  getGlobalMapPath(spec: VolumeSpec): string
+  /** Directory and link name of the pod's device link. */
+  getPodDeviceMapPath(): { readonly dir: string; readonly linkName: string }
+  /** Stages the device (CSI NodeStage); returns the staging path. */
+  setUpDevice?(): Promise<string>
+  /** Publishes the device for the pod (CSI NodePublish); returns a device path or "". */
+  mapPodDevice?(): Promise<string>
+}
+
+export interface BlockVolumeUnmapper {
+  getGlobalMapPath(spec: VolumeSpec): string
+  getPodDeviceMapPath(): { readonly dir: string; readonly linkName: string }
+  tearDownDevice?(mapPath: string, devicePath: string): Promise<void>
+  unmapPodDevice?(): Promise<void>
+}
+
+export interface BlockCapability {
+  newBlockVolumeMapper(spec: VolumeSpec, pod: Pod): BlockVolumeMapper
+  newBlockVolumeUnmapper(innerName: string, podUID: string): BlockVolumeUnmapper
+}
+
+/** kubelet `NodeResizeOptions`. Sizes in bytes. */
+export interface NodeResizeOptions {
+  readonly spec: VolumeSpec
+  readonly devicePath: string
+  readonly deviceMountPath: string
+  readonly deviceStagePath: string
+  readonly newSize: number
+  readonly oldSize: number
+}
+
+export interface NodeExpandCapability {
+  requiresFSResize(): boolean
+  /** Grows the file system; true when done. */
+  nodeExpand(options: NodeResizeOptions): Promise<boolean>
+}
+
+/** One volume type. */
+export interface VolumePlugin {
+  /** Qualified name, e.g. `kubernetes.io/empty-dir`. */
+  readonly name: string
+  /** Called once by the plugin manager before any other method. */
+  init?(context: VolumePluginContext): void
+  canSupport(spec: VolumeSpec): boolean
+  /** Stable name of the underlying volume (unique names of shared-device volumes use it). */
+  getVolumeName(spec: VolumeSpec): string
+  /** SetUp must run again when the pod is re-synced (configMap, secret, projected, downwardAPI). */
+  requiresRemount(spec: VolumeSpec): boolean
+  supportsMountOption(): boolean
+  supportsSELinuxContextMount?(spec: VolumeSpec): boolean
+  /** A mounter for one pod. Throws when the spec cannot be mounted ("MountVolume.NewMounter initialization failed"). */
+  newMounter(spec: VolumeSpec, pod: Pod): Mounter
+  newUnmounter(innerName: string, podUID: string): Unmounter
+  /** Rebuilds a spec from a volume found on disk after a restart. */
+  constructVolumeSpec?(innerName: string, mountPath: string): Promise<VolumeSpec>
+  readonly attach?: AttachCapability
+  readonly deviceMount?: DeviceMountCapability
+  readonly block?: BlockCapability
+  readonly nodeExpand?: NodeExpandCapability
+}

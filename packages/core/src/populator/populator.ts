@@ -1,0 +1,174 @@
+/**
+ * The desired-state populator (SPEC §4): adds the volumes of the node's pods to the desired state
+ * and removes those of pods that are gone, once their containers are.
+ */
+import type { Pod } from '../api/kubernetes.js'
+import { type UniquePodName, getPodVolumeNames, } from '../api/names.js'
+import { storageOf } from '../api/quantity.js'
+import type { ActualStateOfWorld } from '../cache/actual-state.js'
+import type { DesiredStateOfWorld } from '../cache/desired-state.js'
+import { errorMessage } from '../errors.js'
+import type { Logger } from '../observability.js'
+import type { ObjectReader, PodSource } from './sources.js'
+import { type ResolvedVolume, resolveVolumeSpec } from './volume-spec-resolver.js'
+
+export interface PopulatorOptions {
+  readonly dsw: DesiredStateOfWorld
+  readonly asw: ActualStateOfWorld
+  readonly pods: PodSource
+  readonly objects: ObjectReader
+  readonly logger: Logger
+}
+
+export class Populator {
+  readonly #o: PopulatorOptions
+  /** Pod → processed. false: re-add on the next pass (reprocess, or a previous failure). */
+  readonly #processed = new Map<UniquePodName, boolean>()
+  #hasAddedPods = false
+  #running: Promise<void> | undefined
+  #again = false
+
+  constructor(options: PopulatorOptions) {
+    this.#o = options
+  }
+
+  /** Every source had delivered its pods before a full pass ran: unmounting is safe. */
+  hasAddedPods(): boolean {
+    return this.#hasAddedPods
+  }
+
+  /** The pod is added again on the next pass (content refresh, or to see a removal quickly). */
+  reprocessPod(podName: UniquePodName): void {
+    if (this.#processed.has(podName)) this.#processed.set(podName, false)
+  }
+
+  /** Pods waiting to be (re)added, e.g. because a claim is not bound yet. */
+  hasUnprocessedPods(): boolean {
+    for (const pod of this.#o.pods.getPods()) {
+      const uid = pod.metadata.uid
+      if (uid && this.#processed.get(uid) !== true && hasVolumes(pod)) return true
+    }
+    return false
+  }
+
+  /**
+   * One pass: add new pods' volumes, then remove those of deleted pods. Passes never overlap: a
+   * call during a pass runs one more pass after it.
+   */
+  populateOnce(): Promise<void> {
+    if (this.#running) {
+      this.#again = true
+      return this.#running
+    }
+    const run = async (): Promise<void> => {
+      do {
+        this.#again = false
+        // Sample readiness before the pass, so at least one full pass runs after every source was ready.
+        const ready = this.#o.pods.allReady()
+        await this.#findAndAddNewPods()
+        this.#findAndRemoveDeletedPods()
+        if (ready && !this.#hasAddedPods) {
+          this.#hasAddedPods = true
+          this.#o.logger.info('Finished populating initial desired state of world')
+        }
+      } while (this.#again)
+    }
+    this.#running = run().finally(() => {
+      this.#running = undefined
+    })
+    return this.#running
+  }
+
+  async #findAndAddNewPods(): Promise<void> {
+    const { pods } = this.#o
+    const work: Promise<void>[] = []
+    for (const pod of pods.getPods()) {
+      const uid = pod.metadata.uid
+      if (!uid || this.#processed.get(uid) === true) continue
+      if (this.#hasAddedPods && pods.shouldPodContainersBeTerminating(uid)) continue
+      // During start-up still add terminating pods whose containers may run, so their volumes stay.
+      if (!this.#hasAddedPods && pods.shouldPodRuntimeBeRemoved(uid)) continue
+      work.push(this.#processPodVolumes(pod, uid))
+    }
+    await Promise.all(work)
+  }
+
+  async #processPodVolumes(pod: Pod, podName: UniquePodName): Promise<void> {
+    const { dsw, asw, objects, logger } = this.#o
+    const { mounts, devices } = getPodVolumeNames(pod)
+    let allAdded = true
+    const used = (pod.spec?.volumes ?? []).filter((v) => mounts.has(v.name) || devices.has(v.name))
+    const resolved = await Promise.all(
+      used.map((volume) =>
+        resolveVolumeSpec(objects, pod, volume, { mount: mounts.has(volume.name), device: devices.has(volume.name) }).then(
+          (r) => ({ volume, ...r }),
+          (error: unknown) => ({ volume, error }),
+        ),
+      ),
+    )
+    for (const entry of resolved) {
+      if ('error' in entry) {
+        logger.error('Error processing volume', { pod: podName, volume: entry.volume.name, err: errorMessage(entry.error) })
+        dsw.addErrorToPod(podName, errorMessage(entry.error))
+        allAdded = false
+        continue
+      }
+      try {
+        const volumeName = dsw.addPodToVolume({ podName, pod, spec: entry.spec, outerVolumeSpecName: entry.volume.name })
+        this.#checkVolumeFSResize(podName, volumeName, entry)
+      } catch (err) {
+        logger.error('Failed to add volume to desired state', { pod: podName, volume: entry.volume.name, err: errorMessage(err) })
+        dsw.addErrorToPod(podName, errorMessage(err))
+        allAdded = false
+      }
+    }
+    if (allAdded) {
+      this.#processed.set(podName, true)
+      asw.markRemountRequired(podName)
+      dsw.popPodErrors(podName)
+    } else if (this.#processed.has(podName)) {
+      // Reprocessed once already: the error is recorded and waiters see it; do not spin.
+      this.#processed.set(podName, true)
+    }
+  }
+
+  /** SPEC §4.4: a mounted, writable PV whose capacity grew gets its desired and current size set. */
+  #checkVolumeFSResize(
+    podName: UniquePodName,
+    volumeName: string,
+    entry: ResolvedVolume,
+  ): void {
+    const { dsw, asw } = this.#o
+    const pv = entry.spec.persistentVolume
+    if (!pv || !entry.pvc || entry.spec.readOnly) return
+    if (asw.getMountedVolumeForPod(podName, volumeName)?.mountState !== 'mounted') return
+    const desired = storageOf(pv.spec?.capacity)
+    if (desired !== undefined) dsw.updatePersistentVolumeSize(volumeName, desired)
+    asw.initializeClaimSize(volumeName, storageOf(entry.pvc.status?.capacity))
+  }
+
+  #findAndRemoveDeletedPods(): void {
+    const { dsw, asw, pods } = this.#o
+    // Per pod, not per volume: a pod still running is skipped with one lookup.
+    for (const podName of dsw.getPods()) {
+      const pod = pods.getPodByUID(podName)
+      if (!pods.shouldPodRuntimeBeRemoved(podName)) continue
+      for (const vtm of dsw.getVolumesToMountForPod(podName)) {
+        // Keep the entry while the actual state has no mount yet and the pod object still exists.
+        if (asw.podRemovedFromVolume(podName, vtm.volumeName) && pod) continue
+        dsw.deletePodFromVolume(podName, vtm.volumeName)
+        this.#processed.delete(podName)
+      }
+    }
+    for (const podName of [...this.#processed.keys()]) {
+      if (!pods.getPodByUID(podName) && pods.shouldPodRuntimeBeRemoved(podName)) this.#processed.delete(podName)
+    }
+    for (const podName of dsw.getPodsWithErrors()) {
+      if (!pods.getPodByUID(podName)) dsw.popPodErrors(podName)
+    }
+  }
+}
+
+function hasVolumes(pod: Pod): boolean {
+  return (pod.spec?.volumes?.length ?? 0) > 0
+}

@@ -1,0 +1,46 @@
+/**
+ * The ports the populator reads: which pods are on the node ({@link PodSource}) and the API objects
+ * their volumes reference ({@link ObjectReader}).
+ */
+import type {
+  CSIDriver,
+  ConfigMap,
+  Node,
+  PersistentVolume,
+  PersistentVolumeClaim,
+  Pod,
+  Secret,
+} from '../api/kubernetes.js'
+
+/**
+ * Pods on this node (kubelet PodManager + PodStateProvider + sourcesReady). Reads are synchronous
+ * snapshots; changes are announced through `subscribe`.
+ */
+export interface PodSource {
+  /** Every pod the sources know for this node, terminating ones included. */
+  getPods(): readonly Pod[]
+  getPodByUID(uid: string): Pod | undefined
+  /** The pod is being or has been terminated: its containers must not start. */
+  shouldPodContainersBeTerminating(uid: string): boolean
+  /** All containers of the pod are gone: its volumes may be unmounted. */
+  shouldPodRuntimeBeRemoved(uid: string): boolean
+  /** Every source has delivered its first full list. */
+  allReady(): boolean
+  /** Calls `listener` after any change; returns the unsubscribe function. */
+  subscribe(listener: () => void): () => void
+}
+
+/**
+ * API objects by name. Each method rejects with `NotFoundError` when the object does not exist and
+ * with any other error when it cannot be read. Optional members are what a reader can serve.
+ */
+export interface ObjectReader {
+  getPersistentVolumeClaim(namespace: string, name: string): Promise<PersistentVolumeClaim>
+  getPersistentVolume(name: string): Promise<PersistentVolume>
+  getConfigMap?(namespace: string, name: string): Promise<ConfigMap>
+  getSecret?(namespace: string, name: string): Promise<Secret>
+  getCSIDriver?(name: string): Promise<CSIDriver>
+  getNode?(name: string): Promise<Node>
+  /** Calls `listener` after any object changes; returns the unsubscribe function. */
+  subscribe?(listener: () => void): () => void
+}

@@ -1,0 +1,177 @@
+/**
+ * The reconcile pass (SPEC §5.2–5.3): compares the desired with the actual state and starts the
+ * operations that close the gap. It never waits for an operation.
+ *
+ * Beyond the kubelet, the pass is incremental: both caches report which volumes changed, and a pass
+ * looks only at those (all of them on a full pass), in the kubelet's order. The decisions per
+ * volume are the kubelet's; only the set of volumes looked at differs, so a node with ten thousand
+ * mounted volumes pays for a change in proportion to the change.
+ */
+import type { UniqueVolumeName } from '../api/names.js'
+import { type ActualStateOfWorld, deviceMayBeMounted } from '../cache/actual-state.js'
+import type { DesiredStateOfWorld, VolumeToMount } from '../cache/desired-state.js'
+import type { Clock } from '../clock.js'
+import type { Logger } from '../observability.js'
+import type { OperationExecutor, OperationStart } from '../operations/operation-executor.js'
+
+export interface ReconcilerOptions {
+  readonly dsw: DesiredStateOfWorld
+  readonly asw: ActualStateOfWorld
+  readonly executor: OperationExecutor
+  readonly clock: Clock
+  readonly logger: Logger
+  /** The populator has read every source once: unmounting is safe. */
+  readonly populatorHasAddedPods: () => boolean
+  /**
+   * An attach/detach controller attaches volumes and kubevol only verifies (the kubelet's default);
+   * false: kubevol attaches and detaches itself (static mode, no cluster).
+   */
+  readonly controllerAttachDetach: boolean
+}
+
+export class Reconciler {
+  readonly #o: ReconcilerOptions
+  readonly #dirty = new Set<UniqueVolumeName>()
+  #fullPass = true
+  #lastSyncTime = 0
+  /** Reconstructed volumes waiting for their device path from node status (SPEC §5.5). */
+  readonly #needUpdateFromNodeStatus = new Set<UniqueVolumeName>()
+
+  constructor(options: ReconcilerOptions) {
+    this.#o = options
+  }
+
+  /** The next pass looks at this volume. */
+  markDirty(volumeName: UniqueVolumeName): void {
+    this.#dirty.add(volumeName)
+  }
+
+  /** The next pass looks at every volume. */
+  markAllDirty(): void {
+    this.#fullPass = true
+  }
+
+  /** Something is left for the next pass. */
+  get hasWork(): boolean {
+    return this.#fullPass || this.#dirty.size > 0
+  }
+
+  /** True once the first pass after start-up finished with no reconstructed volume waiting for node status. */
+  statesHaveBeenSynced(): boolean {
+    return this.#lastSyncTime !== 0
+  }
+
+  /** Reconstructed volumes whose device path must come from node status before anything is unmounted. */
+  addVolumesNeedingNodeStatus(names: Iterable<UniqueVolumeName>): void {
+    for (const name of names) this.#needUpdateFromNodeStatus.add(name)
+  }
+
+  /** Node status was read (or there is none): unmounting may proceed. */
+  clearVolumesNeedingNodeStatus(): void {
+    this.#needUpdateFromNodeStatus.clear()
+    this.#fullPass = true
+  }
+
+  /** One pass over the changed volumes (or all of them). */
+  reconcileOnce(): void {
+    const { dsw, asw } = this.#o
+    let names: Iterable<UniqueVolumeName>
+    if (this.#fullPass) {
+      this.#fullPass = false
+      this.#dirty.clear()
+      names = new Set([...dsw.volumeNames(), ...asw.volumeNames()])
+    } else {
+      names = [...this.#dirty]
+      this.#dirty.clear()
+    }
+    const volumes = [...names]
+    // Never unmount before every pod source was read once, nor before reconstructed volumes know
+    // their device path: a restart must not unmount what pods not yet re-listed still use.
+    const readyToUnmount = this.#o.populatorHasAddedPods() && this.#needUpdateFromNodeStatus.size === 0
+    // Unmount first, so a volume moving to another pod is released before it is mounted again.
+    if (readyToUnmount) for (const name of volumes) this.#unmountVolumes(name)
+    // Mounting is safe before population completes.
+    for (const name of volumes) this.#mountOrAttachVolumes(name)
+    // Devices last: never unmount a device or detach while a pod may still use it.
+    if (readyToUnmount) for (const name of volumes) this.#unmountDetachDevices(name)
+    if (this.#needUpdateFromNodeStatus.size === 0 && this.#lastSyncTime === 0) this.#lastSyncTime = this.#o.clock.now()
+  }
+
+  #unmountVolumes(volumeName: UniqueVolumeName): void {
+    const { dsw, asw, executor } = this.#o
+    for (const mv of asw.getAllMountedVolumesFor(volumeName)) {
+      if (dsw.podExistsInVolume(mv.podName, mv.volumeName, mv.seLinuxMountContext)) continue
+      this.#report('UnmountVolume', mv.volumeName, executor.unmountVolume(mv))
+    }
+  }
+
+  #mountOrAttachVolumes(volumeName: UniqueVolumeName): void {
+    const { dsw, asw, executor } = this.#o
+    for (const vtm of dsw.getVolumesToMountFor(volumeName)) {
+      const check = asw.podExistsInVolume(vtm.podName, vtm.volumeName, vtm.desiredPersistentVolumeSize, vtm.seLinuxLabel)
+      switch (check.status) {
+        case 'selinux-mismatch':
+          dsw.addErrorToPod(
+            vtm.podName,
+            `waiting for unmount of volume "${vtm.volumeName}", because it is already mounted to a different pod with a different SELinux label`,
+          )
+          break
+        case 'not-attached':
+          this.#waitForVolumeAttach(vtm)
+          break
+        case 'not-mounted':
+        case 'remount-required': {
+          const isRemount = check.status === 'remount-required'
+          this.#report('MountVolume', vtm.volumeName, executor.mountVolume({ ...vtm, devicePath: check.devicePath }, isRemount))
+          break
+        }
+        case 'fs-resize-required':
+          this.#report(
+            'ExpandInUseVolume',
+            vtm.volumeName,
+            executor.expandInUseVolume({ ...vtm, devicePath: check.devicePath }, check.currentSize),
+          )
+          break
+        case 'mounted':
+          break
+      }
+    }
+  }
+
+  #waitForVolumeAttach(vtm: VolumeToMount): void {
+    const { executor } = this.#o
+    const request = { ...vtm, devicePath: '' }
+    if (this.#o.controllerAttachDetach || !vtm.pluginIsAttachable) {
+      // Waiting for the node status to list the volume is pointless before it is reported in use.
+      if (vtm.pluginIsAttachable && !vtm.reportedInUse) {
+        this.#o.logger.debug('Volume not marked in-use, waiting for node status', { volume: vtm.volumeName })
+        return
+      }
+      this.#report('VerifyControllerAttachedVolume', vtm.volumeName, executor.verifyControllerAttachedVolume(request))
+    } else {
+      this.#report('AttachVolume', vtm.volumeName, executor.attachVolume(request))
+    }
+  }
+
+  #unmountDetachDevices(volumeName: UniqueVolumeName): void {
+    const { dsw, asw, executor } = this.#o
+    const av = asw.getAttachedVolume(volumeName)
+    if (!av || av.mountedPods.length > 0) return
+    if (dsw.volumeExists(volumeName, av.seLinuxMountContext ?? '')) return
+    if (executor.isOperationPending(volumeName)) return
+    if (deviceMayBeMounted(av)) {
+      this.#report('UnmountDevice', volumeName, executor.unmountDevice(av))
+    } else if (this.#o.controllerAttachDetach || av.attachability !== 'attachable') {
+      // Nothing to do on the node: forget it; the controller detaches from volumesInUse.
+      asw.markVolumeAsDetached(volumeName)
+      this.#o.logger.info('Volume detached', { volume: volumeName })
+    } else {
+      this.#report('DetachVolume', volumeName, executor.detachVolume(av))
+    }
+  }
+
+  #report(what: string, volumeName: UniqueVolumeName, result: OperationStart): void {
+    if (result.status === 'started') this.#o.logger.debug(`operationExecutor.${what} started`, { volume: volumeName })
+    else if (result.status === 'generation-failed') this.#o.logger.error(result.error.message, { volume: volumeName })
+  }
+}

@@ -1,0 +1,11 @@
+/**
+ * @kubevol/core/testing: what tests of kubevol and of its embedders need: a fake clock, in-memory
+ * sources, a fake plugin with fault interceptors, builders, a one-call harness, and the Host
+ * contract suite every host adapter must pass.
+ */
+export * from './fake-clock.js'
+export * from './memory-sources.js'
+export * from './fake-plugin.js'
+export * from './builders.js'
+export * from './harness.js'
+export * from './plugin-context.js'

@@ -1,0 +1,128 @@
+/**
+ * In-memory pod source and object reader: what the agent's API and manifest sources provide, held
+ * in maps that tests and examples change by hand.
+ */
+import type { CSIDriver, ConfigMap, Node, PersistentVolume, PersistentVolumeClaim, Pod, Secret } from '../api/kubernetes.js'
+import { NotFoundError } from '../errors.js'
+import type { ObjectReader, PodSource } from '../populator/sources.js'
+
+type Listener = () => void
+
+function notify(listeners: Set<Listener>): void {
+  for (const listener of listeners) listener()
+}
+
+export interface MemoryPodSource extends PodSource {
+  /** Adds or replaces a pod (by UID). */
+  setPod(pod: Pod): void
+  /** The pod is being terminated: containers must not start; its runtime is still there. */
+  terminatePod(uid: string): void
+  /** The pod's containers are gone: its volumes may be unmounted. */
+  markRuntimeRemoved(uid: string): void
+  /** Deletes the pod; unless `runtimeRemains`, its runtime is gone too. */
+  deletePod(uid: string, options?: { runtimeRemains?: boolean }): void
+  /** Whether every source has listed its pods. @default true */
+  setReady(ready: boolean): void
+}
+
+/** An in-memory {@link PodSource}. */
+export function createMemoryPodSource(initial: readonly Pod[] = [], options: { ready?: boolean } = {}): MemoryPodSource {
+  const pods = new Map<string, Pod>()
+  const terminating = new Set<string>()
+  const runtimeRemoved = new Set<string>()
+  const listeners = new Set<Listener>()
+  let ready = options.ready ?? true
+  let list: Pod[] | undefined
+  for (const pod of initial) if (pod.metadata.uid) pods.set(pod.metadata.uid, pod)
+  const changed = (): void => {
+    list = undefined
+    notify(listeners)
+  }
+  return {
+    getPods: () => (list ??= [...pods.values()]),
+    getPodByUID: (uid) => pods.get(uid),
+    shouldPodContainersBeTerminating: (uid) => terminating.has(uid) || runtimeRemoved.has(uid) || !pods.has(uid),
+    shouldPodRuntimeBeRemoved: (uid) => runtimeRemoved.has(uid),
+    allReady: () => ready,
+    subscribe(listener) {
+      listeners.add(listener)
+      return () => listeners.delete(listener)
+    },
+    setPod(pod) {
+      const uid = pod.metadata.uid
+      if (!uid) throw new Error('a pod needs metadata.uid')
+      pods.set(uid, pod)
+      terminating.delete(uid)
+      runtimeRemoved.delete(uid)
+      changed()
+    },
+    terminatePod(uid) {
+      terminating.add(uid)
+      changed()
+    },
+    markRuntimeRemoved(uid) {
+      runtimeRemoved.add(uid)
+      changed()
+    },
+    deletePod(uid, opts) {
+      pods.delete(uid)
+      if (!opts?.runtimeRemains) runtimeRemoved.add(uid)
+      changed()
+    },
+    setReady(value) {
+      ready = value
+      changed()
+    },
+  }
+}
+
+/** Any object the memory reader holds. */
+export type StoredObject = PersistentVolumeClaim | PersistentVolume | ConfigMap | Secret | CSIDriver | Node
+
+export interface MemoryObjectReader extends ObjectReader {
+  /** Stores an object under its kind, namespace and name; announces the change. */
+  put(kind: 'PersistentVolumeClaim' | 'PersistentVolume' | 'ConfigMap' | 'Secret' | 'CSIDriver' | 'Node', object: StoredObject): void
+  delete(kind: string, namespace: string | undefined, name: string): void
+  /** Makes every read fail with `error` until called with undefined. */
+  failReads(error: Error | undefined): void
+}
+
+/** An in-memory {@link ObjectReader}. Reads return the stored object; absent ones reject with NotFoundError. */
+export function createMemoryObjectReader(): MemoryObjectReader {
+  const store = new Map<string, StoredObject>()
+  const listeners = new Set<Listener>()
+  let failure: Error | undefined
+  const key = (kind: string, namespace: string | undefined, name: string): string => `${kind}/${namespace ?? ''}/${name}`
+  const get = async <T extends StoredObject>(kind: string, namespace: string | undefined, name: string, label: string): Promise<T> => {
+    await Promise.resolve()
+    if (failure) throw failure
+    const object = store.get(key(kind, namespace, name))
+    if (!object) throw new NotFoundError(label, name)
+    return object as T
+  }
+  const namespaced = new Set(['PersistentVolumeClaim', 'ConfigMap', 'Secret'])
+  return {
+    getPersistentVolumeClaim: (ns, name) => get('PersistentVolumeClaim', ns, name, 'persistentvolumeclaims'),
+    getPersistentVolume: (name) => get('PersistentVolume', undefined, name, 'persistentvolumes'),
+    getConfigMap: (ns, name) => get('ConfigMap', ns, name, 'configmaps'),
+    getSecret: (ns, name) => get('Secret', ns, name, 'secrets'),
+    getCSIDriver: (name) => get('CSIDriver', undefined, name, 'csidrivers.storage.k8s.io'),
+    getNode: (name) => get('Node', undefined, name, 'nodes'),
+    subscribe(listener) {
+      listeners.add(listener)
+      return () => listeners.delete(listener)
+    },
+    put(kind, object) {
+      const ns = namespaced.has(kind) ? (object.metadata.namespace ?? 'default') : undefined
+      store.set(key(kind, ns, object.metadata.name ?? ''), object)
+      notify(listeners)
+    },
+    delete(kind, namespace, name) {
+      store.delete(key(kind, namespaced.has(kind) ? (namespace ?? 'default') : undefined, name))
+      notify(listeners)
+    },
+    failReads(error) {
+      failure = error
+    },
+  }
+}

@@ -1,0 +1,573 @@
+/**
+ * The VolumeManager (SPEC §2): wires the caches, populator, reconciler and operation executor,
+ * runs their loops, and answers the node agent's questions.
+ *
+ * The loops are event-driven: a change to either state schedules a pass in the same turn of the
+ * event loop, a failed operation schedules one when its backoff ends, and a slow periodic resync
+ * catches the rest. `pollingCompat` reproduces the kubelet's timing instead (100 ms loops, 300 ms
+ * wait polls) so the two can be measured side by side.
+ */
+import type { Pod } from './api/kubernetes.js'
+import { type UniquePodName, type UniqueVolumeName, expectedVolumeNames, uniquePodName } from './api/names.js'
+import { ActualStateOfWorld, type AttachedVolume, type MountedVolume } from './cache/actual-state.js'
+import { DesiredStateOfWorld, type VolumeToMount } from './cache/desired-state.js'
+import { type Clock, type Timer, systemClock } from './clock.js'
+import { ConfigError, WaitError, errorMessage } from './errors.js'
+import type { Host } from './host/host.js'
+import {
+  type Logger,
+  type Metrics,
+  type Recorder,
+  type VolumeEvent,
+  silentLogger,
+  silentMetrics,
+  silentRecorder,
+} from './observability.js'
+import type { OperationContext } from './operations/context.js'
+import { OperationExecutor, type OperationRecord } from './operations/operation-executor.js'
+import { PendingOperations } from './operations/pending-operations.js'
+import { createPaths, type Paths } from './paths.js'
+import { type PluginManager, createPluginManager } from './plugins/plugin-manager.js'
+import type { VolumePlugin } from './plugins/plugin.js'
+import { Populator } from './populator/populator.js'
+import type { ObjectReader, PodSource } from './populator/sources.js'
+import { Reconciler } from './reconciler/reconciler.js'
+import type { AbortSignalLike } from './signal.js'
+
+/** 2 min 3 s: longer than the 2 min 2 s maximum backoff, so at least one retry fits. */
+export const POD_ATTACH_AND_MOUNT_TIMEOUT_MS = 123_000
+/** The kubelet's poll interval of waitForAttachAndMount (used with `pollingCompat`). */
+export const POD_ATTACH_AND_MOUNT_RETRY_INTERVAL_MS = 300
+/** The kubelet's reconciler and populator loop period (used with `pollingCompat`). */
+export const LOOP_SLEEP_PERIOD_MS = 100
+/** `Attacher.waitForAttach` deadline. */
+export const WAIT_FOR_ATTACH_TIMEOUT_MS = 600_000
+
+export interface VolumeManagerOptions {
+  readonly host: Host
+  readonly plugins: readonly VolumePlugin[]
+  readonly podSource: PodSource
+  readonly objects: ObjectReader
+  /** This node's name. */
+  readonly nodeName: string
+  /** @default '/var/lib/kubevol' */
+  readonly rootDir?: string
+  /**
+   * An attach/detach controller attaches volumes; kubevol waits for it (kubelet default).
+   * false: kubevol attaches and detaches itself.
+   * @default true
+   */
+  readonly controllerAttachDetach?: boolean
+  /** Reproduce the kubelet's polling timing instead of reacting to events. @default false */
+  readonly pollingCompat?: boolean
+  /** Full pass over every volume and pod, catching what no event announced. @default 10000 */
+  readonly resyncPeriodMs?: number
+  /** How soon a pod whose volumes could not all be added is tried again. @default 100 (the kubelet's loop) */
+  readonly populatorRetryMs?: number
+  readonly clock?: Clock
+  readonly logger?: Logger
+  readonly recorder?: Recorder
+  readonly metrics?: Metrics
+  /** Backoff after a failed operation. @default { initialMs: 500, maxMs: 122000 } */
+  readonly backoff?: { readonly initialMs?: number; readonly maxMs?: number }
+}
+
+export interface WaitOptions {
+  readonly signal?: AbortSignalLike
+  /** @default 123000 (2 min 3 s) */
+  readonly timeoutMs?: number
+}
+
+/** A mounted volume as `getMountedVolumesForPod` reports it, keyed by outer name. */
+export interface MountedVolumeInfo {
+  readonly volumeName: UniqueVolumeName
+  readonly innerVolumeSpecName: string
+  readonly pluginName: string
+  readonly readOnly: boolean
+  readonly volumeGidValue: string
+}
+
+/** What the manager holds, for status pages and the docs playground. */
+export interface VolumeManagerSnapshot {
+  readonly desired: readonly VolumeToMount[]
+  readonly mounted: readonly MountedVolume[]
+  readonly attached: readonly AttachedVolume[]
+  readonly podErrors: ReadonlyMap<UniquePodName, readonly string[]>
+  readonly runningOperations: number
+  readonly sourcesReady: boolean
+  readonly statesSynced: boolean
+}
+
+/** What the manager announces as it works. */
+export type VolumeManagerEvent =
+  | { readonly type: 'operation'; readonly operation: OperationRecord }
+  | { readonly type: 'event'; readonly event: VolumeEvent }
+  | { readonly type: 'state-changed'; readonly volumeName: UniqueVolumeName }
+
+export interface VolumeManager {
+  /** Runs the loops until `signal` aborts. Resolves after the loops have stopped. */
+  run(signal: AbortSignalLike): Promise<void>
+  /**
+   * Resolves when every volume the pod's containers use is mounted; rejects with the pod's errors
+   * or on timeout with "unmounted volumes=[...], unattached volumes=[...], failed to process volumes=[...]: ...".
+   */
+  waitForAttachAndMount(pod: Pod, options?: WaitOptions): Promise<void>
+  /** Resolves when no volume of the pod is mounted (uncertain ones do not count, as in the kubelet). */
+  waitForUnmount(pod: Pod, options?: WaitOptions): Promise<void>
+  /** waitForUnmount for each pod; rejects with every error joined. */
+  waitForAllPodsUnmount(pods: readonly Pod[], options?: WaitOptions): Promise<void>
+  /** Outer name → mounted volume (state mounted only). */
+  getMountedVolumesForPod(podName: UniquePodName): Map<string, MountedVolumeInfo>
+  /** Any volume of the pod mounted or uncertain: its directories must not be removed. */
+  hasPossiblyMountedVolumesForPod(podName: UniquePodName): boolean
+  /** GIDs from `pv.beta.kubernetes.io/gid` of the pod's mounted volumes, not already supplemental. */
+  getExtraSupplementalGroupsForPod(pod: Pod): number[]
+  /** Sorted attachable volumes desired or attached: `node.status.volumesInUse`. */
+  getVolumesInUse(): UniqueVolumeName[]
+  /** Sets reportedInUse for these volumes and clears it for all others. */
+  markVolumesAsReportedInUse(names: readonly UniqueVolumeName[]): void
+  volumeIsAttached(volumeName: UniqueVolumeName): boolean
+  reconcilerStatesHaveBeenSynced(): boolean
+  snapshot(): VolumeManagerSnapshot
+  /** Calls `listener` for every operation start/end, event and state change. */
+  subscribe(listener: (event: VolumeManagerEvent) => void): () => void
+  /** One populator pass (for tests and tools that drive the manager by hand). */
+  populateOnce(): Promise<void>
+  /** One reconcile pass over every volume. */
+  reconcileOnce(): void
+  /** Resolves when no operation is running. */
+  waitForIdle(): Promise<void>
+  readonly desiredState: DesiredStateOfWorld
+  readonly actualState: ActualStateOfWorld
+  readonly executor: OperationExecutor
+  readonly pluginManager: PluginManager
+  readonly paths: Paths
+}
+
+interface Waiter {
+  readonly podName: UniquePodName
+  check(): boolean
+}
+
+/** Creates a volume manager. Throws {@link ConfigError} on invalid options. */
+export function createVolumeManager(options: VolumeManagerOptions): VolumeManager {
+  if (!options.nodeName) throw new ConfigError('nodeName is required')
+  const clock = options.clock ?? systemClock
+  const logger = options.logger ?? silentLogger
+  const metrics = options.metrics ?? silentMetrics
+  const listeners = new Set<(event: VolumeManagerEvent) => void>()
+  const emit = (event: VolumeManagerEvent): void => {
+    for (const listener of listeners) listener(event)
+  }
+  const baseRecorder = options.recorder ?? silentRecorder
+  const recorder: Recorder = {
+    event(event) {
+      baseRecorder.event(event)
+      emit({ type: 'event', event })
+    },
+  }
+  const paths = createPaths(options.rootDir ?? '/var/lib/kubevol')
+  const pluginManager = createPluginManager(options.plugins, {
+    host: options.host,
+    paths,
+    nodeName: options.nodeName,
+    objects: options.objects,
+    clock,
+    logger,
+    recorder,
+  })
+  const dsw = new DesiredStateOfWorld(pluginManager, clock)
+  const asw = new ActualStateOfWorld(pluginManager)
+  const polling = options.pollingCompat ?? false
+  const resyncPeriodMs = options.resyncPeriodMs ?? 10_000
+  const populatorRetryMs = options.populatorRetryMs ?? LOOP_SLEEP_PERIOD_MS
+
+  let running = false
+  const timers = new Set<Timer>()
+  const setTimer = (ms: number, fn: () => void): void => {
+    const timer = clock.setTimer(ms, () => {
+      timers.delete(timer)
+      fn()
+    })
+    timers.add(timer)
+  }
+
+  // ---- the reconcile loop ----
+  let reconcileScheduled = false
+  const scheduleReconcile = (): void => {
+    if (!running || polling || reconcileScheduled) return
+    reconcileScheduled = true
+    // A microtask: every change made in this turn is seen by one pass.
+    void Promise.resolve().then(() => {
+      reconcileScheduled = false
+      if (running) reconciler.reconcileOnce()
+    })
+  }
+
+  const pending = new PendingOperations({
+    clock,
+    backoff: options.backoff,
+    onComplete(key, _error, retryAt) {
+      reconciler.markDirty(key.volumeName)
+      scheduleReconcile()
+      if (retryAt !== undefined && running && !polling) {
+        setTimer(Math.max(0, retryAt - clock.now()) + 1, () => {
+          reconciler.markDirty(key.volumeName)
+          scheduleReconcile()
+        })
+      }
+    },
+  })
+  const ctx: OperationContext = {
+    plugins: pluginManager,
+    asw,
+    host: options.host,
+    paths,
+    nodeName: options.nodeName,
+    objects: options.objects,
+    clock,
+    logger,
+    recorder,
+    metrics,
+    waitForAttachTimeoutMs: WAIT_FOR_ATTACH_TIMEOUT_MS,
+  }
+  const executor = new OperationExecutor(ctx, pending)
+  executor.subscribe((operation) => emit({ type: 'operation', operation }))
+  const populator = new Populator({ dsw, asw, pods: options.podSource, objects: options.objects, logger })
+  let hadAddedPods = false
+  const reconciler = new Reconciler({
+    dsw,
+    asw,
+    executor,
+    clock,
+    logger,
+    controllerAttachDetach: options.controllerAttachDetach ?? true,
+    populatorHasAddedPods: () => populator.hasAddedPods(),
+  })
+
+  // ---- waiters, resolved by notification ----
+  const waiters = new Set<Waiter>()
+  let waitersScheduled = false
+  const checkWaiters = (): void => {
+    if (polling || waitersScheduled || waiters.size === 0) return
+    waitersScheduled = true
+    void Promise.resolve().then(() => {
+      waitersScheduled = false
+      for (const waiter of [...waiters]) waiter.check()
+    })
+  }
+
+  const onVolumeChange = (volumeName: UniqueVolumeName): void => {
+    reconciler.markDirty(volumeName)
+    scheduleReconcile()
+    checkWaiters()
+    if (listeners.size > 0) emit({ type: 'state-changed', volumeName })
+  }
+  dsw.changes.subscribe(onVolumeChange)
+  asw.changes.subscribe(onVolumeChange)
+
+  // ---- the populator loop ----
+  let populateScheduled = false
+  let retryTimerSet = false
+  const populate = async (): Promise<void> => {
+    try {
+      await populator.populateOnce()
+    } catch (err) {
+      logger.error('Populator pass failed', { err: errorMessage(err) })
+    }
+    if (!hadAddedPods && populator.hasAddedPods()) {
+      hadAddedPods = true
+      // Unmounting just became safe: look at everything once.
+      reconciler.markAllDirty()
+      scheduleReconcile()
+    }
+    if (running && !polling && !retryTimerSet && populator.hasUnprocessedPods()) {
+      retryTimerSet = true
+      setTimer(populatorRetryMs, () => {
+        retryTimerSet = false
+        schedulePopulate()
+      })
+    }
+    // Pod errors are only recorded by the populator: waiters learn about them after a pass.
+    for (const waiter of [...waiters]) waiter.check()
+  }
+  const schedulePopulate = (): void => {
+    if (!running || polling || populateScheduled) return
+    populateScheduled = true
+    void Promise.resolve().then(() => {
+      populateScheduled = false
+      if (running) void populate()
+    })
+  }
+
+  function podErrorsOrNull(podName: UniquePodName): string | null {
+    const errors = dsw.popPodErrors(podName)
+    return errors.length > 0 ? errors.join('; ') : null
+  }
+
+  function unmountedVolumes(pod: Pod, podName: UniquePodName): string[] {
+    const expected = expectedVolumeNames(pod)
+    if (expected.length === 0) return []
+    const mounted = manager.getMountedVolumesForPod(podName)
+    return expected.filter((name) => !mounted.has(name))
+  }
+
+  /**
+   * Waits until `done()` holds, checking now, on every state change and after every populator pass
+   * (or every 300 ms with pollingCompat). Pod errors end the wait at once.
+   */
+  function waitFor(
+    podName: UniquePodName,
+    done: () => boolean,
+    failure: (cause: string) => string,
+    wait: WaitOptions | undefined,
+  ): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      let finished = false
+      let timer: Timer | undefined
+      let poll: Timer | undefined
+      const finish = (error?: string): void => {
+        if (finished) return
+        finished = true
+        waiters.delete(waiter)
+        timer?.cancel()
+        poll?.cancel()
+        wait?.signal?.removeEventListener('abort', onAbort)
+        if (error === undefined) resolve()
+        else reject(new WaitError(error))
+      }
+      const waiter: Waiter = {
+        podName,
+        check() {
+          if (finished) return true
+          const errors = podErrorsOrNull(podName)
+          if (errors !== null) {
+            finish(failure(errors))
+            return true
+          }
+          if (done()) {
+            finish()
+            return true
+          }
+          return false
+        },
+      }
+      const onAbort = (): void => {
+        if (done()) finish()
+        else finish(failure('context canceled'))
+      }
+      if (waiter.check()) return
+      if (wait?.signal?.aborted) return onAbort()
+      wait?.signal?.addEventListener('abort', onAbort, { once: true })
+      timer = clock.setTimer(wait?.timeoutMs ?? POD_ATTACH_AND_MOUNT_TIMEOUT_MS, () => {
+        if (done()) finish()
+        else finish(failure('timed out waiting for the condition'))
+      })
+      if (polling) {
+        const tick = (): void => {
+          if (!waiter.check()) poll = clock.setTimer(POD_ATTACH_AND_MOUNT_RETRY_INTERVAL_MS, tick)
+        }
+        poll = clock.setTimer(POD_ATTACH_AND_MOUNT_RETRY_INTERVAL_MS, tick)
+      } else {
+        waiters.add(waiter)
+      }
+    })
+  }
+
+  const manager: VolumeManager = {
+    desiredState: dsw,
+    actualState: asw,
+    executor,
+    pluginManager,
+    paths,
+
+    async run(signal) {
+      if (running) throw new ConfigError('the volume manager is already running')
+      running = true
+      const unsubscribe: (() => void)[] = []
+      try {
+        if (polling) {
+          const populateTick = (): void => {
+            void populate().then(() => running && setTimer(LOOP_SLEEP_PERIOD_MS, populateTick))
+          }
+          const reconcileTick = (): void => {
+            reconciler.markAllDirty()
+            reconciler.reconcileOnce()
+            setTimer(LOOP_SLEEP_PERIOD_MS, reconcileTick)
+          }
+          populateTick()
+          reconcileTick()
+        } else {
+          unsubscribe.push(options.podSource.subscribe(schedulePopulate))
+          if (options.objects.subscribe) unsubscribe.push(options.objects.subscribe(schedulePopulate))
+          const resync = (): void => {
+            reconciler.markAllDirty()
+            scheduleReconcile()
+            schedulePopulate()
+            setTimer(resyncPeriodMs, resync)
+          }
+          reconciler.markAllDirty()
+          scheduleReconcile()
+          schedulePopulate()
+          setTimer(resyncPeriodMs, resync)
+        }
+        await new Promise<void>((resolve) => {
+          if (signal.aborted) resolve()
+          else signal.addEventListener('abort', () => resolve(), { once: true })
+        })
+        logger.info('Shutting down volume manager')
+      } finally {
+        running = false
+        for (const timer of timers) timer.cancel()
+        timers.clear()
+        for (const off of unsubscribe) off()
+      }
+    },
+
+    waitForAttachAndMount(pod, wait) {
+      const podName = uniquePodName(pod)
+      const expected = expectedVolumeNames(pod)
+      if (expected.length === 0) return Promise.resolve()
+      populator.reprocessPod(podName)
+      schedulePopulate()
+      return waitFor(
+        podName,
+        () => unmountedVolumes(pod, podName).length === 0,
+        (cause) => {
+          const unmounted = unmountedVolumes(pod, podName)
+          const inDsw = dsw.getVolumesToMountForPod(podName)
+          const desiredOuter = new Set(inDsw.flatMap((v) => v.outerVolumeSpecNames))
+          const unattached = inDsw
+            .filter((v) => v.pluginIsAttachable && !asw.volumeExists(v.volumeName))
+            .flatMap((v) => v.outerVolumeSpecNames)
+            .sort()
+          const notInDsw = expected.filter((name) => !desiredOuter.has(name)).sort()
+          return `unmounted volumes=${goList(unmounted)}, unattached volumes=${goList(unattached)}, failed to process volumes=${goList(notInDsw)}: ${cause}`
+        },
+        wait,
+      )
+    },
+
+    waitForUnmount(pod, wait) {
+      const podName = uniquePodName(pod)
+      populator.reprocessPod(podName)
+      schedulePopulate()
+      return waitFor(
+        podName,
+        () => !asw.podHasMountedVolumes(podName),
+        (cause) => {
+          const names = asw
+            .getMountedVolumesForPod(podName)
+            .map((v) => v.outerVolumeSpecName)
+            .sort()
+          return `mounted volumes=${goList(names)}: ${cause}`
+        },
+        wait,
+      )
+    },
+
+    async waitForAllPodsUnmount(pods, wait) {
+      const results = await Promise.allSettled(pods.map((pod) => manager.waitForUnmount(pod, wait)))
+      const errors = results.flatMap((r) => (r.status === 'rejected' ? [errorMessage(r.reason)] : []))
+      if (errors.length > 0) throw new WaitError(errors.join('; '))
+    },
+
+    getMountedVolumesForPod(podName) {
+      const result = new Map<string, MountedVolumeInfo>()
+      const mounted = asw.getMountedVolumesForPod(podName)
+      if (mounted.length === 0) return result
+      // Outer names come from the desired state: two pod volumes may resolve to one volume.
+      const outerByVolume = new Map<UniqueVolumeName, string[]>()
+      for (const [outer, volumeName] of dsw.getVolumeNamesForPod(podName)) {
+        const list = outerByVolume.get(volumeName) ?? []
+        list.push(outer)
+        outerByVolume.set(volumeName, list)
+      }
+      for (const mv of mounted) {
+        const info: MountedVolumeInfo = {
+          volumeName: mv.volumeName,
+          innerVolumeSpecName: mv.innerVolumeSpecName,
+          pluginName: mv.pluginName,
+          readOnly: mv.spec.readOnly,
+          volumeGidValue: mv.volumeGidValue,
+        }
+        for (const outer of outerByVolume.get(mv.volumeName) ?? [mv.outerVolumeSpecName]) result.set(outer, info)
+      }
+      return result
+    },
+
+    hasPossiblyMountedVolumesForPod(podName) {
+      return asw.podHasPossiblyMountedVolumes(podName)
+    },
+
+    getExtraSupplementalGroupsForPod(pod) {
+      const podName = uniquePodName(pod)
+      const existing = new Set(pod.spec?.securityContext?.supplementalGroups ?? [])
+      const result: number[] = []
+      for (const mv of asw.getMountedVolumesForPod(podName)) {
+        if (!/^-?\d+$/.test(mv.volumeGidValue)) continue
+        const gid = Number(mv.volumeGidValue)
+        if (!Number.isSafeInteger(gid) || existing.has(gid) || result.includes(gid)) continue
+        result.push(gid)
+      }
+      return result
+    },
+
+    getVolumesInUse() {
+      const names = new Set<UniqueVolumeName>()
+      for (const name of dsw.volumeNames()) if (dsw.isVolumeAttachable(name)) names.add(name)
+      for (const av of asw.getAttachedVolumes()) if (av.attachability === 'attachable') names.add(av.volumeName)
+      return [...names].sort()
+    },
+
+    markVolumesAsReportedInUse(names) {
+      dsw.markVolumesReportedInUse(names)
+    },
+
+    volumeIsAttached(volumeName) {
+      return asw.volumeExists(volumeName)
+    },
+
+    reconcilerStatesHaveBeenSynced() {
+      return reconciler.statesHaveBeenSynced()
+    },
+
+    snapshot() {
+      const podErrors = new Map<UniquePodName, readonly string[]>()
+      for (const pod of dsw.getPodsWithErrors()) podErrors.set(pod, dsw.peekPodErrors(pod))
+      return {
+        desired: dsw.getVolumesToMount(),
+        mounted: asw.getAllMountedVolumes(),
+        attached: asw.getAttachedVolumes(),
+        podErrors,
+        runningOperations: pending.runningCount,
+        sourcesReady: populator.hasAddedPods(),
+        statesSynced: reconciler.statesHaveBeenSynced(),
+      }
+    },
+
+    subscribe(listener) {
+      listeners.add(listener)
+      return () => listeners.delete(listener)
+    },
+
+    async populateOnce() {
+      await populate()
+    },
+
+    reconcileOnce() {
+      reconciler.markAllDirty()
+      reconciler.reconcileOnce()
+    },
+
+    waitForIdle() {
+      return pending.wait()
+    },
+  }
+  return manager
+}
+
+/** A list printed as Go prints a slice: `[a b]`. */
+function goList(items: readonly string[]): string {
+  return `[${items.join(' ')}]`
+}
