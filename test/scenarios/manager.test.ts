@@ -1,4 +1,4 @@
-import { buildClaim, buildPod, createHarness, fakeVolume } from '@kubevol/core/testing'
+import { buildClaim, buildPod, createFakePlugin, createHarness, fakeVolume } from '@kubevol/core/testing'
 import { afterEach, describe, expect, it } from 'vitest'
 import { podMounts, scenario } from './setup.js'
 
@@ -39,6 +39,22 @@ describe('the volume manager on the in-memory host', () => {
     expect(podMounts(h.host)).toEqual([])
     expect(h.host.exists('/var/lib/kubevol/pods/a/volumes/kubevol.io~fake/data')).toBe(false)
     expect(h.manager.getVolumesInUse()).toEqual([])
+  })
+
+  it('waitForIdle waits through unmount, unmount device and detach', async () => {
+    const h = start({ fake: { attachable: true } })
+    await h.addPodAndWait(buildPod({ uid: 'a', volumes: [fakeVolume('data', 'disk1')] }))
+    h.pods.deletePod('a')
+    await h.manager.waitForIdle()
+    expect(h.plugin.attached.size).toBe(0)
+    expect(podMounts(h.host)).toEqual([])
+  })
+
+  it('serves volumes of two plugins side by side', async () => {
+    const other = createFakePlugin({ name: 'example.com/other' })
+    const h = start({ plugins: [other] })
+    await h.addPodAndWait(buildPod({ uid: 'a', volumes: [fakeVolume('mine'), fakeVolume('theirs', 'theirs', 'example.com/other')] }))
+    expect(podMounts(h.host).sort()).toEqual(['pods/a/volumes/example.com~other/theirs', 'pods/a/volumes/kubevol.io~fake/mine'])
   })
 
   it('keeps a shared device until the last pod using it is gone', async () => {

@@ -11,7 +11,7 @@ import type { Pod } from './api/kubernetes.js'
 import { type UniquePodName, type UniqueVolumeName, expectedVolumeNames, uniquePodName } from './api/names.js'
 import { ActualStateOfWorld, type AttachedVolume, type MountedVolume } from './cache/actual-state.js'
 import { DesiredStateOfWorld, type VolumeToMount } from './cache/desired-state.js'
-import { type Clock, type Timer, systemClock } from './clock.js'
+import { type Clock, type Timer, systemClock, yieldToEventLoop } from './clock.js'
 import { ConfigError, WaitError, errorMessage } from './errors.js'
 import type { Host } from './host/host.js'
 import {
@@ -135,7 +135,10 @@ export interface VolumeManager {
   populateOnce(): Promise<void>
   /** One reconcile pass over every volume. */
   reconcileOnce(): void
-  /** Resolves when no operation is running. */
+  /**
+   * Resolves when no operation is running and no pass is due (a failed operation's backoff timer may
+   * still be set).
+   */
   waitForIdle(): Promise<void>
   readonly desiredState: DesiredStateOfWorld
   readonly actualState: ActualStateOfWorld
@@ -560,8 +563,14 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
       reconciler.reconcileOnce()
     },
 
-    waitForIdle() {
-      return pending.wait()
+    async waitForIdle() {
+      // An ended operation schedules the next pass, which may start the next step (unmount →
+      // unmount device → detach): idle is when nothing runs and no pass is due.
+      for (;;) {
+        await pending.wait()
+        await yieldToEventLoop()
+        if (pending.runningCount === 0 && !reconcileScheduled && !populateScheduled && !reconciler.hasWork) return
+      }
     },
   }
   return manager

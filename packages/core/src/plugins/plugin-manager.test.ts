@@ -12,8 +12,11 @@ describe('createPluginManager', () => {
   })
 
   it('finds the one plugin that supports a spec, with the kubelet texts otherwise', () => {
-    const manager = createTestPluginManager([createFakePlugin(), createFakePlugin({ name: 'kubevol.io/other' })])
-    expect(() => manager.findPluginBySpec(specFromVolume({ name: 'x', emptyDir: {} }))).toThrow('no volume plugin matched')
+    const greedy = { ...createFakePlugin({ name: 'kubevol.io/other' }), canSupport: () => true }
+    const manager = createTestPluginManager([createFakePlugin(), greedy])
+    expect(() => createTestPluginManager([createFakePlugin()]).findPluginBySpec(specFromVolume({ name: 'x', emptyDir: {} }))).toThrow(
+      'no volume plugin matched',
+    )
     expect(() => manager.findPluginBySpec(specFromVolume({ name: 'x', fake: {} }))).toThrow(
       'multiple volume plugins matched: kubevol.io/fake,kubevol.io/other',
     )

@@ -49,9 +49,9 @@ export function buildPod(options: PodBuilderOptions = {}): Pod {
   }
 }
 
-/** An inline volume of the fake plugin. */
-export function fakeVolume(name: string, device = name): Volume {
-  return { name, fake: { name: device } }
+/** An inline volume of a fake plugin (`kubevol.io/fake` unless `plugin` names another). */
+export function fakeVolume(name: string, device = name, plugin?: string): Volume {
+  return { name, fake: { name: device, ...(plugin ? { plugin } : {}) } }
 }
 
 /** A bound PVC and its PV of the fake plugin. */

@@ -84,7 +84,8 @@ function volumeNameOf(spec: VolumeSpec): string {
 
 /**
  * Creates a fake plugin. It supports inline volumes and PVs that have a `fake` source
- * (`{ name: 'data', fake: {} }`).
+ * (`{ name: 'data', fake: {} }`) naming it in `fake.plugin` (default `kubevol.io/fake`), so
+ * several fake plugins can serve different volumes side by side.
  */
 export function createFakePlugin(options: FakePluginOptions = {}): FakePlugin {
   const name = options.name ?? FAKE_PLUGIN_NAME
@@ -118,7 +119,10 @@ export function createFakePlugin(options: FakePluginOptions = {}): FakePlugin {
       host = context.host
       paths = context.paths
     },
-    canSupport: (spec) => spec.volume?.fake !== undefined || spec.persistentVolume?.spec?.fake !== undefined,
+    canSupport: (spec) => {
+      const source = (spec.volume?.fake ?? spec.persistentVolume?.spec?.fake) as { plugin?: string } | undefined
+      return source !== undefined && (source.plugin ?? FAKE_PLUGIN_NAME) === name
+    },
     getVolumeName: volumeNameOf,
     requiresRemount: () => options.requiresRemount ?? false,
     supportsMountOption: () => options.supportsMountOption ?? true,
