@@ -29,6 +29,7 @@ import { PendingOperations } from './operations/pending-operations.js'
 import { createPaths, type Paths } from './paths.js'
 import { type PluginManager, createPluginManager } from './plugins/plugin-manager.js'
 import type { VolumePlugin } from './plugins/plugin.js'
+import type { TokenSource } from './plugins/token-source.js'
 import { Populator } from './populator/populator.js'
 import type { ObjectReader, PodSource } from './populator/sources.js'
 import { Reconciler } from './reconciler/reconciler.js'
@@ -68,6 +69,8 @@ export interface VolumeManagerOptions {
   readonly logger?: Logger
   readonly recorder?: Recorder
   readonly metrics?: Metrics
+  /** Service account tokens for projected serviceAccountToken volumes. */
+  readonly tokens?: TokenSource
   /** Backoff after a failed operation. @default { initialMs: 500, maxMs: 122000 } */
   readonly backoff?: { readonly initialMs?: number; readonly maxMs?: number }
 }
@@ -178,6 +181,8 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
     clock,
     logger,
     recorder,
+    metrics,
+    ...(options.tokens ? { tokens: options.tokens } : {}),
   })
   const dsw = new DesiredStateOfWorld(pluginManager, clock)
   const asw = new ActualStateOfWorld(pluginManager)
@@ -402,7 +407,16 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
           reconcileTick()
         } else {
           unsubscribe.push(options.podSource.subscribe(schedulePopulate))
-          if (options.objects.subscribe) unsubscribe.push(options.objects.subscribe(schedulePopulate))
+          if (options.objects.subscribe) {
+            // A changed ConfigMap, Secret, ... refreshes the volumes built from objects (the kubelet does
+            // this on each pod sync); a changed claim may unblock a pod waiting for it.
+            unsubscribe.push(
+              options.objects.subscribe(() => {
+                for (const pod of dsw.podsRequiringRemount()) populator.reprocessPod(pod)
+                schedulePopulate()
+              }),
+            )
+          }
           const resync = (): void => {
             reconciler.markAllDirty()
             scheduleReconcile()

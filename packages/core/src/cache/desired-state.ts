@@ -91,6 +91,8 @@ export class DesiredStateOfWorld {
   readonly #podErrors = new Map<UniquePodName, Set<string>>()
   /** Pod → volumes it is in, so per-pod questions do not scan every volume. */
   readonly #podVolumes = new Map<UniquePodName, Set<UniqueVolumeName>>()
+  /** Pod → its volumes whose plugin sets them up again on every sync (configMap, secret, ...). */
+  readonly #remountVolumes = new Map<UniquePodName, Set<UniqueVolumeName>>()
   readonly #plugins: PluginManager
   readonly #clock: Clock
   readonly changes = new ChangeFeed()
@@ -159,6 +161,11 @@ export class DesiredStateOfWorld {
     let podVolumes = this.#podVolumes.get(podName)
     if (!podVolumes) this.#podVolumes.set(podName, (podVolumes = new Set()))
     podVolumes.add(volumeName)
+    if (plugin.requiresRemount(spec)) {
+      let remount = this.#remountVolumes.get(podName)
+      if (!remount) this.#remountVolumes.set(podName, (remount = new Set()))
+      remount.add(volumeName)
+    }
     this.changes.emit(volumeName)
     return volumeName
   }
@@ -172,7 +179,15 @@ export class DesiredStateOfWorld {
     const podVolumes = this.#podVolumes.get(podName)
     podVolumes?.delete(volumeName)
     if (podVolumes?.size === 0) this.#podVolumes.delete(podName)
+    const remount = this.#remountVolumes.get(podName)
+    remount?.delete(volumeName)
+    if (remount?.size === 0) this.#remountVolumes.delete(podName)
     this.changes.emit(volumeName)
+  }
+
+  /** Pods with a volume whose plugin sets it up again on every sync: they see object changes. */
+  podsRequiringRemount(): UniquePodName[] {
+    return [...this.#remountVolumes.keys()]
   }
 
   /** Sets `reportedInUse` for the named volumes and clears it for every other one. */

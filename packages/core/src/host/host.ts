@@ -111,6 +111,25 @@ export interface Filesystems {
   resize(device: string, fstype: string, mountPath?: string): Promise<void>
 }
 
+/**
+ * Safe subPath binds (the kubelet's answer to its subPath CVEs). `bind` resolves `subPath` inside
+ * `volumePath` (symlinks that stay inside the volume are allowed), then opens every component of the
+ * resolved path from `volumePath` without following symlinks and binds the opened descriptor onto
+ * `target`. A symlink swapped in between the check and the bind therefore fails the call (ELOOP)
+ * instead of pointing the bind outside the volume. A path that resolves outside the volume fails
+ * with EACCES ("subpath ... not within volume path ..."). `target` is created (a file or a directory,
+ * matching the source) when absent.
+ */
+export interface SubPaths {
+  bind(volumePath: string, subPath: string, target: string, options?: { readonly readOnly?: boolean }): Promise<void>
+}
+
+/** SELinux on the host. */
+export interface SELinux {
+  /** True when the host enforces or permits SELinux labels (mount `context=` options apply). */
+  enabled(): Promise<boolean>
+}
+
 /** Files: the subset of POSIX the plugins need. */
 export interface Host {
   /** Information about `path` itself (a symlink is reported as a symlink). Null when absent. */
@@ -159,6 +178,8 @@ export interface Host {
   readonly loopDevices?: LoopDevices
   readonly blockDevices?: BlockDevices
   readonly filesystems?: Filesystems
+  readonly subPaths?: SubPaths
+  readonly selinux?: SELinux
 }
 
 export type { HostError }

@@ -125,7 +125,9 @@ export function generateMountVolume(ctx: OperationContext, vtm: MountRequestVolu
       }
       ctx.metrics.observe(
         'volume_operation_total_seconds',
-        { plugin_name: plugin.name, operation_name: 'overall_volume_mount' },
+        // A remount measures the time from the change that asked for it (an object refreshed, a pod
+        // re-synced) to the new content being in place.
+        { plugin_name: plugin.name, operation_name: isRemount ? 'overall_volume_remount' : 'overall_volume_mount' },
         (ctx.clock.now() - vtm.mountRequestTime) / 1000,
       )
       ctx.asw.markVolumeAsMounted(markOptions(vtm))

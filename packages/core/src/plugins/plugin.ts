@@ -7,9 +7,10 @@ import type { Pod } from '../api/kubernetes.js'
 import type { VolumeSpec } from '../api/volume-spec.js'
 import type { Clock } from '../clock.js'
 import type { FsStats, Host } from '../host/host.js'
-import type { Logger, Recorder } from '../observability.js'
+import type { Logger, Metrics, Recorder } from '../observability.js'
 import type { Paths } from '../paths.js'
 import type { ObjectReader } from '../populator/sources.js'
+import type { TokenSource } from './token-source.js'
 
 /** What a plugin is given when the plugin manager starts it. */
 export interface VolumePluginContext {
@@ -20,6 +21,9 @@ export interface VolumePluginContext {
   readonly clock: Clock
   readonly logger: Logger
   readonly recorder: Recorder
+  readonly metrics: Metrics
+  /** Service account tokens, when the node can issue them (projected serviceAccountToken sources). */
+  readonly tokens?: TokenSource
 }
 
 /** Arguments of `Mounter.setUp` (kubelet `MounterArgs`). */

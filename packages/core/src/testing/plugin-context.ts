@@ -2,7 +2,7 @@
  * A plugin manager for unit tests of the caches, whose plugins never touch a host.
  */
 import type { Host } from '../host/host.js'
-import { silentLogger, silentRecorder } from '../observability.js'
+import { silentLogger, silentMetrics, silentRecorder } from '../observability.js'
 import { createPaths } from '../paths.js'
 import { type PluginManager, createPluginManager } from '../plugins/plugin-manager.js'
 import type { VolumePlugin } from '../plugins/plugin.js'
@@ -27,5 +27,6 @@ export function createTestPluginManager(plugins: readonly VolumePlugin[]): Plugi
     clock: createFakeClock(),
     logger: silentLogger,
     recorder: silentRecorder,
+    metrics: silentMetrics,
   })
 }
