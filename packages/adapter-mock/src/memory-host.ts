@@ -11,10 +11,12 @@ import type {
   Host,
   LoopDevices,
   MountEntry,
+  SELinux,
+  SubPaths,
   MountRequest,
   UnmountOptions,
 } from '@kubevol/core'
-import { systemClock } from '@kubevol/core'
+import { HostError, systemClock } from '@kubevol/core'
 import type { CallRunner } from './capabilities.js'
 import { createBlockDevices, createFilesystems, createLoopDevices, createStatfs } from './capabilities.js'
 import * as devices from './device-ops.js'
@@ -28,6 +30,7 @@ import * as inspect from './inspect.js'
 import * as mounts from './mount-ops.js'
 import type { SpecialNodeType } from './nodes.js'
 import * as removal from './remove-ops.js'
+import * as subpaths from './subpath-ops.js'
 
 /** Which optional Host members the memory host has. Each defaults to true. */
 export interface MemoryHostCapabilities {
@@ -53,6 +56,8 @@ export interface MemoryHostOptions {
   readonly rootCapacityBytes?: number
   /** Inodes of the root filesystem. @default 4_194_304 */
   readonly rootInodes?: number
+  /** Report SELinux as enabled (the `selinux` capability). @default false */
+  readonly selinux?: boolean
 }
 
 const GiB = 2 ** 30
@@ -88,6 +93,10 @@ export class MemoryHost implements Host {
   declare readonly blockDevices?: BlockDevices
   declare readonly filesystems?: Filesystems
   declare readonly statfs?: (path: string) => Promise<FsStats>
+  /** Safe subPath binds (see the Host port); always present. */
+  readonly subPaths: SubPaths
+  /** SELinux as the options say (absent unless `selinux: true`). */
+  declare readonly selinux?: SELinux
 
   constructor(options: MemoryHostOptions = {}) {
     const resolved = resolveMemoryHostOptions(options)
@@ -101,6 +110,21 @@ export class MemoryHost implements Host {
     if (capabilities.blockDevices) self.blockDevices = createBlockDevices(state, call)
     if (capabilities.filesystems) self.filesystems = createFilesystems(state, call)
     if (capabilities.statfs) self.statfs = createStatfs(state, call)
+    this.subPaths = {
+      bind: (volumePath, subPath, target, opts) =>
+        call('subPaths.bind', [volumePath, subPath, target, opts], target, () =>
+          subpaths.bindSubPath(state, volumePath, subPath, target, opts?.readOnly ?? false),
+        ),
+    }
+    if (options.selinux) (this as { selinux?: SELinux }).selinux = { enabled: async () => true }
+  }
+
+  /** Sets a file's size, extending it sparsely (`truncate -s`). ENOENT when the file does not exist. */
+  truncate(path: string, size: number): Promise<void> {
+    return this.#call('truncate', [path, size], path, () => {
+      if (!files.statPath(this.#state, path, true)) throw new HostError('ENOENT', 'truncate', path, 'no such file or directory')
+      files.allocateFile(this.#state, path, size)
+    })
   }
 
   /** Fault injection: `failOn`, `hangOn`, `delay`, `markBusy`, `intercept`. */

@@ -13,7 +13,7 @@ import { ActualStateOfWorld, type AttachedVolume, type MountedVolume } from './c
 import { DesiredStateOfWorld, type VolumeToMount } from './cache/desired-state.js'
 import { type Clock, type Timer, systemClock, yieldToEventLoop } from './clock.js'
 import { ConfigError, WaitError, errorMessage } from './errors.js'
-import type { Host } from './host/host.js'
+import type { FsStats, Host } from './host/host.js'
 import {
   type Logger,
   type Metrics,
@@ -63,6 +63,11 @@ export interface VolumeManagerOptions {
   readonly pollingCompat?: boolean
   /** Full pass over every volume and pod, catching what no event announced. @default 10000 */
   readonly resyncPeriodMs?: number
+  /**
+   * How often volume usage is collected (emptyDir sizeLimit events); 0 turns it off. Agents that
+   * export stats call `collectVolumeStats` themselves. @default 60000
+   */
+  readonly statsPeriodMs?: number
   /** How soon a pod whose volumes could not all be added is tried again. @default 100 (the kubelet's loop) */
   readonly populatorRetryMs?: number
   readonly clock?: Clock
@@ -99,6 +104,18 @@ export interface VolumeManagerSnapshot {
   readonly runningOperations: number
   readonly sourcesReady: boolean
   readonly statesSynced: boolean
+}
+
+/** One mounted volume's usage, for metrics (`kubelet_volume_stats_*`). */
+export interface VolumeStats {
+  readonly podName: UniquePodName
+  readonly pod: Pod
+  readonly outerVolumeSpecName: string
+  readonly volumeName: UniqueVolumeName
+  readonly pluginName: string
+  /** The claim, for the `namespace`/`persistentvolumeclaim` labels. */
+  readonly claim?: string
+  readonly stats: FsStats
 }
 
 /** What the manager announces as it works. */
@@ -138,6 +155,12 @@ export interface VolumeManager {
   populateOnce(): Promise<void>
   /** One reconcile pass over every volume. */
   reconcileOnce(): void
+  /**
+   * Capacity and usage of each mounted volume (the kubelet's volume stats). A disk emptyDir whose
+   * usage exceeds its sizeLimit is reported with a Warning event `EmptyDirSizeLimitExceeded` on the
+   * pod, once per crossing. Volumes whose plugin cannot tell are left out.
+   */
+  collectVolumeStats(): Promise<VolumeStats[]>
   /**
    * Resolves when no operation is running and no pass is due (a failed operation's backoff timer may
    * still be set).
@@ -252,6 +275,9 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
     controllerAttachDetach: options.controllerAttachDetach ?? true,
     populatorHasAddedPods: () => populator.hasAddedPods(),
   })
+
+  /** (pod, volume) pairs whose emptyDir is over its sizeLimit, so the event is sent once per crossing. */
+  const overLimit = new Set<string>()
 
   // ---- waiters, resolved by notification ----
   const waiters = new Set<Waiter>()
@@ -394,6 +420,9 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
       running = true
       const unsubscribe: (() => void)[] = []
       try {
+        const seLinux = (await options.host.selinux?.enabled().catch(() => false)) ?? false
+        dsw.setSELinuxEnabled(seLinux)
+        asw.setSELinuxEnabled(seLinux)
         if (polling) {
           const populateTick = (): void => {
             void populate().then(() => running && setTimer(LOOP_SLEEP_PERIOD_MS, populateTick))
@@ -427,6 +456,14 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
           scheduleReconcile()
           schedulePopulate()
           setTimer(resyncPeriodMs, resync)
+        }
+        const statsPeriodMs = options.statsPeriodMs ?? 60_000
+        if (statsPeriodMs > 0) {
+          const stats = (): void => {
+            void manager.collectVolumeStats().catch((err: unknown) => logger.warn('Collecting volume stats failed', { err: errorMessage(err) }))
+            setTimer(statsPeriodMs, stats)
+          }
+          setTimer(statsPeriodMs, stats)
         }
         await new Promise<void>((resolve) => {
           if (signal.aborted) resolve()
@@ -575,6 +612,37 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
     reconcileOnce() {
       reconciler.markAllDirty()
       reconciler.reconcileOnce()
+    },
+
+    async collectVolumeStats() {
+      const result: VolumeStats[] = []
+      for (const vtm of dsw.getVolumesToMount()) {
+        if (asw.getVolumeMountState(vtm.volumeName, vtm.podName) !== 'mounted') continue
+        let stats: FsStats | undefined
+        try {
+          stats = await pluginManager.findPluginBySpec(vtm.spec).newMounter(vtm.spec, vtm.pod).getMetrics?.()
+        } catch (err) {
+          logger.debug('Volume stats unavailable', { volume: vtm.volumeName, err: errorMessage(err) })
+        }
+        if (!stats) continue
+        const outer = vtm.outerVolumeSpecNames[0] ?? vtm.spec.name
+        const claim = vtm.pod.spec?.volumes?.find((v) => v.name === outer)?.persistentVolumeClaim?.claimName
+        result.push({ podName: vtm.podName, pod: vtm.pod, outerVolumeSpecName: outer, volumeName: vtm.volumeName, pluginName: vtm.pluginName, ...(claim ? { claim } : {}), stats })
+        const limit = vtm.spec.volume?.emptyDir && !vtm.spec.volume.emptyDir.medium ? vtm.spec.volume.emptyDir.sizeLimit : undefined
+        const over = limit !== undefined && stats.capacityBytes > 0 && stats.usedBytes > stats.capacityBytes
+        const key = `${vtm.podName}/${vtm.volumeName}`
+        if (over && !overLimit.has(key)) {
+          overLimit.add(key)
+          recorder.event({
+            type: 'Warning',
+            reason: 'EmptyDirSizeLimitExceeded',
+            message: `Usage of EmptyDir volume "${outer}" exceeds the limit "${String(limit)}".`,
+            target: { kind: 'Pod', metadata: vtm.pod.metadata },
+            time: clock.now(),
+          })
+        } else if (!over) overLimit.delete(key)
+      }
+      return result
     },
 
     async waitForIdle() {

@@ -107,12 +107,17 @@ export class ActualStateOfWorld {
   readonly #foundDuringReconstruction = new Map<UniqueVolumeName, Set<UniquePodName>>()
   readonly #finalExpansionErrors = new Set<UniqueVolumeName>()
   readonly #plugins: PluginManager
-  readonly #seLinuxEnabled: boolean
+  #seLinuxEnabled: boolean
   readonly changes = new ChangeFeed()
 
   constructor(plugins: PluginManager, options: { seLinuxEnabled?: boolean } = {}) {
     this.#plugins = plugins
     this.#seLinuxEnabled = options.seLinuxEnabled ?? false
+  }
+
+  /** Whether mounts carry SELinux contexts (a volume mounted with another label is held back). */
+  setSELinuxEnabled(enabled: boolean): void {
+    this.#seLinuxEnabled = enabled
   }
 
   // ---- attach ------------------------------------------------------------------------------

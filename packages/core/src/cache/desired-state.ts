@@ -3,10 +3,11 @@
  * Written by the populator (and `markVolumesReportedInUse` from node status); read by the
  * reconciler and the manager. Views returned are copies.
  */
-import type { Pod } from '../api/kubernetes.js'
+import type { Pod, SELinuxOptions } from '../api/kubernetes.js'
+import { volumeSELinuxLabel } from '../api/selinux.js'
 import { type UniquePodName, type UniqueVolumeName, uniqueVolumeNameForPod, uniqueVolumeNameFromDevice } from '../api/names.js'
 import { parseQuantity, storageOf } from '../api/quantity.js'
-import { type VolumeSpec, volumeGidValueOf } from '../api/volume-spec.js'
+import { type VolumeSpec, accessModesOf, volumeGidValueOf } from '../api/volume-spec.js'
 import type { Clock } from '../clock.js'
 import { VolumeSpecError, errorMessage } from '../errors.js'
 import type { PluginManager } from '../plugins/plugin-manager.js'
@@ -63,7 +64,8 @@ export interface AddPodToVolumeOptions {
   readonly pod: Pod
   readonly spec: VolumeSpec
   readonly outerVolumeSpecName: string
-  readonly seLinuxLabel?: string
+  /** SELinux options of the containers using the volume (merged with the pod's). */
+  readonly seLinuxContainerContexts?: readonly SELinuxOptions[]
 }
 
 /**
@@ -95,11 +97,17 @@ export class DesiredStateOfWorld {
   readonly #remountVolumes = new Map<UniquePodName, Set<UniqueVolumeName>>()
   readonly #plugins: PluginManager
   readonly #clock: Clock
+  #seLinuxEnabled = false
   readonly changes = new ChangeFeed()
 
   constructor(plugins: PluginManager, clock: Clock) {
     this.#plugins = plugins
     this.#clock = clock
+  }
+
+  /** Whether the host has SELinux: volumes of RWOP claims are then mounted with the pod's label. */
+  setSELinuxEnabled(enabled: boolean): void {
+    this.#seLinuxEnabled = enabled
   }
 
   /**
@@ -130,7 +138,18 @@ export class DesiredStateOfWorld {
         { cause: err },
       )
     }
+    const seLinuxLabel = volumeSELinuxLabel({
+      enabled: this.#seLinuxEnabled,
+      pluginSupports: plugin.supportsSELinuxContextMount?.(spec) ?? false,
+      accessModes: accessModesOf(spec),
+      changePolicy: pod.spec?.securityContext?.seLinuxChangePolicy,
+      containerOptions: options.seLinuxContainerContexts ?? [],
+      volumeName: spec.name,
+    })
     let volume = this.#volumes.get(volumeName)
+    if (volume && volume.seLinuxLabel !== seLinuxLabel && !volume.pods.has(podName)) {
+      throw new VolumeSpecError(`conflicting SELinux labels of volume ${spec.name}: "${volume.seLinuxLabel}" and "${seLinuxLabel}"`)
+    }
     if (!volume) {
       const pvCapacity = spec.persistentVolume ? storageOf(spec.persistentVolume.spec?.capacity) : undefined
       volume = {
@@ -142,7 +161,7 @@ export class DesiredStateOfWorld {
         reportedInUse: false,
         desiredSizeLimit: desiredSizeLimitOf(pod, spec),
         persistentVolumeSize: pvCapacity,
-        seLinuxLabel: options.seLinuxLabel ?? '',
+        seLinuxLabel,
         pods: new Map(),
       }
       this.#volumes.set(volumeName, volume)

@@ -173,6 +173,8 @@ export interface Host {
    */
   isMountPoint(path: string): Promise<boolean>
 
+  /** Sets the size of a regular file (extends sparsely or cuts). Present where disk images can grow. */
+  truncate?(path: string, size: number): Promise<void>
   /** Filesystem usage of the filesystem `path` is on. */
   statfs?(path: string): Promise<FsStats>
   readonly loopDevices?: LoopDevices

@@ -4,6 +4,7 @@
  * and the asynchronous operation it returns.
  */
 import type { Mounter, Unmounter } from '../plugins/plugin.js'
+import { subPathMounts, subPathTarget } from './subpath.js'
 import { checkNodeAffinity } from '../api/node-affinity.js'
 import { storageOf } from '../api/quantity.js'
 import { accessModesOf, mountOptionsOf } from '../api/volume-spec.js'
@@ -117,6 +118,13 @@ export function generateMountVolume(ctx: OperationContext, vtm: MountRequestVolu
       const log = isRemount ? ctx.logger.debug : ctx.logger.info
       log.call(ctx.logger, detailedMessage('MountVolume.SetUp succeeded', subject))
       try {
+        await prepareSubPaths(ctx, vtm, mounter.getPath())
+      } catch (err) {
+        // The volume is set up but a container could not use it: keep it possibly mounted, retry.
+        ctx.asw.markVolumeMountAsUncertain(markOptions(vtm))
+        throw stepFailed('MountVolume.SetUp failed', subject, err, 'uncertain')
+      }
+      try {
         await expandVolumeDuringMount(ctx, vtm, plugin, mounter.getPath(), deviceMountPath, devicePath)
       } catch (err) {
         // Containers must not start on a volume that should have grown; tearing it down later is safe.
@@ -132,6 +140,20 @@ export function generateMountVolume(ctx: OperationContext, vtm: MountRequestVolu
       )
       ctx.asw.markVolumeAsMounted(markOptions(vtm))
     },
+  }
+}
+
+/** Binds every sub path the pod's containers mount from this volume (idempotent). */
+async function prepareSubPaths(ctx: OperationContext, vtm: VolumeToMount, volumePath: string): Promise<void> {
+  const mounts = subPathMounts(vtm.pod, vtm.outerVolumeSpecNames)
+  if (mounts.length === 0) return
+  const subPaths = ctx.host.subPaths
+  if (!subPaths) throw new Error('the host cannot make safe subPath binds')
+  const dir = ctx.paths.podSubPathsDir(vtm.pod.metadata.uid ?? vtm.podName, vtm.spec.name)
+  for (const mount of mounts) {
+    const target = subPathTarget(dir, mount)
+    if ((await ctx.host.lstat(target)) && (await ctx.host.isMountPoint(target))) continue
+    await subPaths.bind(volumePath, mount.subPath, target, { readOnly: mount.readOnly || vtm.spec.readOnly })
   }
 }
 

@@ -95,7 +95,7 @@ export class Populator {
 
   async #processPodVolumes(pod: Pod, podName: UniquePodName): Promise<void> {
     const { dsw, asw, objects, logger } = this.#o
-    const { mounts, devices } = getPodVolumeNames(pod)
+    const { mounts, devices, seLinuxOptions } = getPodVolumeNames(pod)
     let allAdded = true
     const used = (pod.spec?.volumes ?? []).filter((v) => mounts.has(v.name) || devices.has(v.name))
     const resolved = await Promise.all(
@@ -114,7 +114,13 @@ export class Populator {
         continue
       }
       try {
-        const volumeName = dsw.addPodToVolume({ podName, pod, spec: entry.spec, outerVolumeSpecName: entry.volume.name })
+        const volumeName = dsw.addPodToVolume({
+          podName,
+          pod,
+          spec: entry.spec,
+          outerVolumeSpecName: entry.volume.name,
+          seLinuxContainerContexts: seLinuxOptions.get(entry.volume.name) ?? [],
+        })
         this.#checkVolumeFSResize(podName, volumeName, entry)
       } catch (err) {
         logger.error('Failed to add volume to desired state', { pod: podName, volume: entry.volume.name, err: errorMessage(err) })

@@ -1,0 +1,68 @@
+/**
+ * Safe subPath binds on the memory host: resolve the sub path inside the volume, refuse what leads
+ * outside, then walk the resolved path again without following any symlink and bind it. The whole
+ * call runs in one step of the memory kernel, as the descriptor-based walk does on Linux, so a
+ * symlink swapped in before the call is caught by the no-follow walk (ELOOP), never followed.
+ */
+import { HostError, joinPath } from '@kubevol/core'
+import { readlink, statPath, writeFile, mkdir } from './file-ops.js'
+import type { HostState } from './host-state.js'
+import { mount } from './mount-ops.js'
+import { maxSymlinks } from './lookup.js'
+
+/** The canonical path of `path`: every symlink resolved, `.` and `..` folded. ENOENT when missing. */
+export function realpath(state: HostState, path: string): string {
+  const pending = path.split('/').filter((c) => c !== '' && c !== '.')
+  const done: string[] = []
+  let links = 0
+  while (pending.length > 0) {
+    const component = pending.shift() as string
+    if (component === '..') {
+      done.pop()
+      continue
+    }
+    const current = `/${[...done, component].join('/')}`
+    const info = statPath(state, current, false)
+    if (!info) throw new HostError('ENOENT', 'realpath', path, 'no such file or directory')
+    if (info.type !== 'symlink') {
+      done.push(component)
+      continue
+    }
+    if (++links > maxSymlinks) throw new HostError('ELOOP', 'realpath', path, 'too many levels of symbolic links')
+    const target = readlink(state, current)
+    if (target.startsWith('/')) done.length = 0
+    pending.unshift(...target.split('/').filter((c) => c !== '' && c !== '.'))
+  }
+  return `/${done.join('/')}`
+}
+
+function within(path: string, base: string): boolean {
+  return path === base || path.startsWith(base === '/' ? '/' : `${base}/`)
+}
+
+/** See the Host port's `SubPaths.bind`. */
+export function bindSubPath(state: HostState, volumePath: string, subPath: string, target: string, readOnly: boolean): void {
+  const base = realpath(state, volumePath)
+  const resolved = realpath(state, joinPath(volumePath, subPath))
+  if (!within(resolved, base)) {
+    throw new HostError('EACCES', 'subpath', joinPath(volumePath, subPath), `subpath "${resolved}" not within volume path "${base}"`)
+  }
+  // The no-follow walk: every component from the volume root down must be a real entry.
+  let current = base
+  for (const component of resolved.slice(base.length).split('/').filter(Boolean)) {
+    current = joinPath(current, component)
+    const info = statPath(state, current, false)
+    if (!info) throw new HostError('ENOENT', 'openat', current, 'no such file or directory')
+    if (info.type === 'symlink') throw new HostError('ELOOP', 'openat', current, 'symlink detected in subpath')
+  }
+  const source = statPath(state, resolved, false)
+  const existing = statPath(state, target, false)
+  if (!existing) {
+    if (source?.type === 'directory') mkdir(state, target, { recursive: true, mode: 0o750 })
+    else {
+      mkdir(state, target.slice(0, target.lastIndexOf('/')) || '/', { recursive: true, mode: 0o750 })
+      writeFile(state, target, '', { mode: 0o640 })
+    }
+  }
+  mount(state, { source: resolved, target, bind: true, readOnly })
+}

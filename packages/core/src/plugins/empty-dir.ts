@@ -1,0 +1,151 @@
+/**
+ * emptyDir (`kubernetes.io/empty-dir`, SPEC §7.3): a directory that lives as long as the pod, on the
+ * node's disk or, with `medium: Memory`, on tmpfs. HugePages media are not supported.
+ */
+import type { Pod } from '../api/kubernetes.js'
+import { parseQuantity } from '../api/quantity.js'
+import type { VolumeSpec } from '../api/volume-spec.js'
+import { isHostError } from '../errors.js'
+import type { FsStats } from '../host/host.js'
+import { joinPath } from '../paths.js'
+import type { Mounter, MounterArgs, VolumePlugin, VolumePluginContext } from './plugin.js'
+import { applyFsGroup } from './util/fs-group.js'
+
+export const EMPTY_DIR_PLUGIN_NAME = 'kubernetes.io/empty-dir'
+
+export interface EmptyDirPluginOptions {
+  /**
+   * The node's allocatable memory, bytes: the upper bound of a memory emptyDir's size.
+   * @default 8 GiB
+   */
+  readonly nodeAllocatableMemoryBytes?: number
+}
+
+/** Size of a memory-backed emptyDir: the smallest of node allocatable memory, the pod's memory limit and sizeLimit. */
+export function memoryVolumeSize(pod: Pod, sizeLimit: string | number | undefined, nodeAllocatable: number): number {
+  let size = nodeAllocatable
+  let podLimit = 0
+  let everyContainerLimited = true
+  for (const c of pod.spec?.containers ?? []) {
+    const limit = c.resources?.limits?.memory
+    if (limit === undefined) everyContainerLimited = false
+    else podLimit += parseQuantity(limit)
+  }
+  if (everyContainerLimited && podLimit > 0) size = Math.min(size, podLimit)
+  const limit = sizeLimit === undefined ? 0 : parseQuantity(sizeLimit)
+  if (limit > 0) size = Math.min(size, limit)
+  return size
+}
+
+/** Bytes used by the files under `dir` (a `du` that never leaves the directory's filesystem). */
+async function diskUsage(context: VolumePluginContext, dir: string): Promise<{ bytes: number; inodes: number }> {
+  const { host } = context
+  const root = await host.lstat(dir)
+  if (!root) return { bytes: 0, inodes: 0 }
+  let bytes = 0
+  let inodes = 0
+  const walk = async (path: string): Promise<void> => {
+    const info = await host.lstat(path)
+    if (!info || info.dev !== root.dev) return
+    bytes += info.size
+    inodes++
+    if (info.type === 'directory') for (const name of await host.readdir(path)) await walk(joinPath(path, name))
+  }
+  await walk(dir)
+  return { bytes, inodes }
+}
+
+export function createEmptyDirPlugin(options: EmptyDirPluginOptions = {}): VolumePlugin {
+  const nodeAllocatable = options.nodeAllocatableMemoryBytes ?? 8 * 2 ** 30
+  let context: VolumePluginContext
+  const medium = (spec: VolumeSpec): string => spec.volume?.emptyDir?.medium ?? ''
+  const volumeDir = (podUID: string, name: string): string => context.paths.podVolumeDir(podUID, EMPTY_DIR_PLUGIN_NAME, name)
+  const pluginDir = (podUID: string, name: string): string => joinPath(context.paths.podPluginDir(podUID, EMPTY_DIR_PLUGIN_NAME), name)
+
+  return {
+    name: EMPTY_DIR_PLUGIN_NAME,
+    init(ctx) {
+      context = ctx
+    },
+    canSupport: (spec) => spec.volume?.emptyDir !== undefined,
+    getVolumeName: (spec) => spec.name,
+    requiresRemount: () => false,
+    supportsMountOption: () => false,
+    supportsSELinuxContextMount: () => false,
+    newMounter(spec, pod): Mounter {
+      const kind = medium(spec)
+      if (kind !== '' && kind !== 'Memory') {
+        throw new Error(kind.startsWith('HugePages') ? `emptyDir medium "${kind}" is not supported by kubevol` : `unknown storage medium "${kind}"`)
+      }
+      const podUID = pod.metadata.uid ?? ''
+      const dir = volumeDir(podUID, spec.name)
+      const marker = joinPath(pluginDir(podUID, spec.name), 'ready')
+      return {
+        getPath: () => dir,
+        getAttributes: () => ({ readOnly: false, managed: true, seLinuxRelabel: true }),
+        async setUp(args: MounterArgs) {
+          const { host } = context
+          if (await host.lstat(marker)) {
+            if (kind === 'Memory' && (await host.isMountPoint(dir).catch(() => false))) return
+            if (kind === '' && (await host.lstat(dir))) return
+            await host.removeAll(pluginDir(podUID, spec.name))
+          }
+          await host.mkdir(dir, { recursive: true, mode: 0o777 })
+          const info = await host.stat(dir)
+          if (info && (info.mode & 0o777) !== 0o777) await host.chmod(dir, (info.mode & ~0o777) | 0o777)
+          if (kind === 'Memory' && !(await host.isMountPoint(dir))) {
+            const size = memoryVolumeSize(pod, spec.volume?.emptyDir?.sizeLimit, nodeAllocatable)
+            await host.mount({ source: 'tmpfs', target: dir, fstype: 'tmpfs', options: [`size=${size}`] })
+            await host.chmod(dir, 0o777)
+          }
+          await applyFsGroup(context, {
+            dir,
+            fsGroup: args.fsGroup,
+            policy: args.fsGroupChangePolicy,
+            readOnly: false,
+            recordPath: joinPath(pluginDir(podUID, spec.name), 'fsgroup'),
+            pod,
+            pluginName: EMPTY_DIR_PLUGIN_NAME,
+          })
+          await host.mkdir(pluginDir(podUID, spec.name), { recursive: true, mode: 0o750 })
+          await host.writeFile(marker, '')
+        },
+        async getMetrics(): Promise<FsStats> {
+          if (kind === 'Memory' && context.host.statfs) return context.host.statfs(dir)
+          const { bytes, inodes } = await diskUsage(context, dir)
+          const limit = spec.volume?.emptyDir?.sizeLimit
+          const capacity = limit === undefined ? 0 : parseQuantity(limit)
+          return {
+            capacityBytes: capacity,
+            usedBytes: bytes,
+            availableBytes: capacity > 0 ? Math.max(0, capacity - bytes) : 0,
+            inodes: 0,
+            inodesUsed: inodes,
+            inodesFree: 0,
+          }
+        },
+      }
+    },
+    newUnmounter(innerName, podUID) {
+      const dir = volumeDir(podUID, innerName)
+      return {
+        getPath: () => dir,
+        async tearDown() {
+          const { host } = context
+          await host.removeAll(pluginDir(podUID, innerName))
+          if (!(await host.lstat(dir))) return
+          // A memory volume is a tmpfs mount: unmount it first; what is below is the empty directory.
+          if (await host.isMountPoint(dir)) await host.unmount(dir)
+          try {
+            await host.removeAll(dir)
+          } catch (err) {
+            if (!isHostError(err, 'ENOENT')) throw err
+          }
+        },
+      }
+    },
+    async constructVolumeSpec(innerName) {
+      return { name: innerName, volume: { name: innerName, emptyDir: {} }, readOnly: false }
+    },
+  }
+}

@@ -1,0 +1,147 @@
+/**
+ * fileDisk (`kubevol.io/file-disk`): kubevol's own attachable volume, a disk image file presented
+ * as a block device. A PV declares it as
+ * `csi: { driver: filedisk.kubevol.io, volumeHandle: <absolute path of the image>, fsType: ext4|xfs }`;
+ * this reserved driver name is served by this built-in plugin, never by an external CSI driver.
+ *
+ * attach = attach the image to a loop device (reusing one already attached to it); mount device =
+ * format only if blank, check, mount at `plugins/kubevol.io/file-disk/mounts/<pv>`; set up = bind
+ * into the pod; tear down, unmount device and detach run in reverse. In block mode the loop device
+ * is mapped into the pod. Expansion grows the image, refreshes the loop device and grows the file
+ * system (online where the file system allows it).
+ */
+import type { VolumeSpec } from '../api/volume-spec.js'
+import { mountOptionsOf } from '../api/volume-spec.js'
+import { joinPath } from '../paths.js'
+import type { VolumePlugin, VolumePluginContext } from './plugin.js'
+import { createBindMounter, createBindUnmounter } from './util/bind-into-pod.js'
+import { cleanupMountPoint, mountReferences } from './util/cleanup-mount-point.js'
+import { formatAndMount, withContext } from './util/safe-format-and-mount.js'
+
+export const FILE_DISK_PLUGIN_NAME = 'kubevol.io/file-disk'
+/** The CSI driver name a PV uses to ask for a fileDisk volume. */
+export const FILE_DISK_DRIVER = 'filedisk.kubevol.io'
+
+function imageOf(spec: VolumeSpec): { image: string; fsType: string } | undefined {
+  const csi = spec.persistentVolume?.spec?.csi
+  if (csi?.driver !== FILE_DISK_DRIVER) return undefined
+  return { image: csi.volumeHandle, fsType: csi.fsType || 'ext4' }
+}
+
+function requireImage(spec: VolumeSpec): { image: string; fsType: string } {
+  const source = imageOf(spec)
+  if (!source) throw new Error(`volume ${spec.name} is not a ${FILE_DISK_DRIVER} volume`)
+  if (!source.image.startsWith('/') || source.image.split('/').includes('..')) {
+    throw new Error(`invalid ${FILE_DISK_DRIVER} volumeHandle "${source.image}": must be an absolute path without '..'`)
+  }
+  return source
+}
+
+export function createFileDiskPlugin(): VolumePlugin {
+  let context: VolumePluginContext
+  const loops = () => {
+    const loop = context.host.loopDevices
+    if (!loop) throw new Error(`${FILE_DISK_DRIVER} volumes need a host that can attach loop devices`)
+    return loop
+  }
+  const globalPath = (spec: VolumeSpec): string => joinPath(context.paths.pluginDir(FILE_DISK_PLUGIN_NAME), 'mounts', spec.name)
+  const mapPath = (spec: VolumeSpec): string => joinPath(context.paths.volumeDevicePluginDir(FILE_DISK_PLUGIN_NAME), spec.name)
+  const pluginData = (podUID: string, name: string): string => joinPath(context.paths.podPluginDir(podUID, FILE_DISK_PLUGIN_NAME), name)
+
+  /** The loop device of the image, attaching it when none is. Idempotent. */
+  async function attachImage(image: string): Promise<string> {
+    const [existing] = await loops().find(image)
+    if (existing) return existing
+    if (!(await context.host.stat(image))) throw new Error(`disk image ${image} does not exist`)
+    return loops().attach(image)
+  }
+
+  return {
+    name: FILE_DISK_PLUGIN_NAME,
+    init(ctx) {
+      context = ctx
+    },
+    canSupport: (spec) => imageOf(spec) !== undefined,
+    getVolumeName: (spec) => requireImage(spec).image,
+    requiresRemount: () => false,
+    supportsMountOption: () => true,
+    supportsSELinuxContextMount: () => true,
+    newMounter(spec, pod) {
+      requireImage(spec)
+      const podUID = pod.metadata.uid ?? ''
+      return createBindMounter({
+        context,
+        pluginName: FILE_DISK_PLUGIN_NAME,
+        pod,
+        source: () => globalPath(spec),
+        dir: context.paths.podVolumeDir(podUID, FILE_DISK_PLUGIN_NAME, spec.name),
+        readOnly: spec.readOnly,
+        mountOptions: [],
+        fsGroupRecord: joinPath(pluginData(podUID, spec.name), 'fsgroup'),
+      })
+    },
+    newUnmounter(innerName, podUID) {
+      return createBindUnmounter(context, context.paths.podVolumeDir(podUID, FILE_DISK_PLUGIN_NAME, innerName), pluginData(podUID, innerName))
+    },
+    attach: {
+      canAttach: (spec) => imageOf(spec) !== undefined,
+      attach: (spec) => attachImage(requireImage(spec).image),
+      async waitForAttach(spec, devicePath) {
+        // After a restart the device path may be unknown: the image's loop device answers.
+        const { image } = requireImage(spec)
+        const [device] = await loops().find(image)
+        if (device) return device
+        if (devicePath) throw new Error(`disk image ${image} is not attached (expected at ${devicePath})`)
+        throw new Error(`disk image ${image} is not attached`)
+      },
+      async detach(image) {
+        for (const device of await loops().find(image)) await loops().detach(device)
+      },
+    },
+    deviceMount: {
+      canDeviceMount: (spec) => imageOf(spec) !== undefined && spec.persistentVolume?.spec?.volumeMode !== 'Block',
+      getDeviceMountPath: globalPath,
+      async mountDevice(spec, devicePath, deviceMountPath, args) {
+        const { fsType } = requireImage(spec)
+        await context.host.mkdir(deviceMountPath, { recursive: true, mode: 0o750 })
+        if (await context.host.isMountPoint(deviceMountPath)) return
+        await formatAndMount(context.host, devicePath, deviceMountPath, { fstype: fsType, readOnly: spec.readOnly, options: withContext(mountOptionsOf(spec), args.seLinuxLabel) })
+      },
+      unmountDevice: (deviceMountPath) => cleanupMountPoint(context.host, deviceMountPath),
+      getDeviceMountRefs: (deviceMountPath) => mountReferences(context.host, deviceMountPath),
+    },
+    block: {
+      newBlockVolumeMapper(spec, pod) {
+        const podUID = pod.metadata.uid ?? ''
+        return {
+          getGlobalMapPath: mapPath,
+          getPodDeviceMapPath: () => ({ dir: context.paths.podVolumeDeviceDir(podUID, FILE_DISK_PLUGIN_NAME), linkName: spec.name }),
+        }
+      },
+      newBlockVolumeUnmapper(innerName, podUID) {
+        return {
+          getGlobalMapPath: mapPath,
+          getPodDeviceMapPath: () => ({ dir: context.paths.podVolumeDeviceDir(podUID, FILE_DISK_PLUGIN_NAME), linkName: innerName }),
+        }
+      },
+    },
+    nodeExpand: {
+      requiresFSResize: () => true,
+      async nodeExpand(options) {
+        const { image, fsType } = requireImage(options.spec)
+        const { host } = context
+        if (!host.truncate) throw new Error('the host cannot grow disk images')
+        const info = await host.stat(image)
+        if (info && info.size < options.newSize) await host.truncate(image, options.newSize)
+        const [device] = await loops().find(image)
+        if (!device) throw new Error(`disk image ${image} is not attached`)
+        await loops().refreshCapacity(device)
+        // Block volumes have no file system to grow: the pod sees the bigger device.
+        if (options.spec.persistentVolume?.spec?.volumeMode === 'Block') return true
+        if (!host.filesystems) throw new Error('the host has no filesystem tools')
+        await host.filesystems.resize(device, fsType, options.deviceStagePath || undefined)
+        return true
+      },
+    },
+  }
+}

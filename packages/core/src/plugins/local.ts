@@ -1,0 +1,94 @@
+/**
+ * local (`kubernetes.io/local-volume`, SPEC §7.5): a PV naming a directory or a block device of this
+ * node (`spec.local.path`), tied to the node by its node affinity (checked before mounting).
+ *
+ * A directory is bound straight into the pod. A device is formatted if blank and mounted once at
+ * `plugins/kubernetes.io/local-volume/mounts/<pv>`, then bound into each pod. Whether the path is a
+ * device is decided by the PV: `spec.local.fsType` set means a device (the kubelet decides by a stat;
+ * the plugin interface decides without I/O). `volumeMode: Block` maps the device into the pod.
+ */
+import type { VolumeSpec } from '../api/volume-spec.js'
+import { mountOptionsOf } from '../api/volume-spec.js'
+import { joinPath } from '../paths.js'
+import type { VolumePlugin, VolumePluginContext } from './plugin.js'
+import { createBindMounter, createBindUnmounter } from './util/bind-into-pod.js'
+import { cleanupMountPoint, mountReferences } from './util/cleanup-mount-point.js'
+import { formatAndMount, withContext } from './util/safe-format-and-mount.js'
+
+export const LOCAL_PLUGIN_NAME = 'kubernetes.io/local-volume'
+
+function localOf(spec: VolumeSpec): { path: string; fsType?: string } | undefined {
+  return spec.persistentVolume?.spec?.local
+}
+
+export function createLocalPlugin(): VolumePlugin {
+  let context: VolumePluginContext
+  const globalPath = (spec: VolumeSpec): string => joinPath(context.paths.pluginDir(LOCAL_PLUGIN_NAME), 'mounts', spec.name)
+  const mapPath = (spec: VolumeSpec): string => joinPath(context.paths.volumeDevicePluginDir(LOCAL_PLUGIN_NAME), spec.name)
+  const pluginData = (podUID: string, name: string): string => joinPath(context.paths.podPluginDir(podUID, LOCAL_PLUGIN_NAME), name)
+  const isDevice = (spec: VolumeSpec): boolean => Boolean(localOf(spec)?.fsType) && spec.persistentVolume?.spec?.volumeMode !== 'Block'
+
+  return {
+    name: LOCAL_PLUGIN_NAME,
+    init(ctx) {
+      context = ctx
+    },
+    canSupport: (spec) => localOf(spec) !== undefined,
+    getVolumeName: (spec) => spec.name,
+    requiresRemount: () => false,
+    supportsMountOption: () => true,
+    supportsSELinuxContextMount: () => true,
+    newMounter(spec, pod) {
+      const local = localOf(spec)
+      if (!local) throw new Error(`volume ${spec.name} is not a local volume`)
+      if (local.path.split('/').includes('..')) throw new Error(`invalid path: ${local.path} must not contain '..'`)
+      const podUID = pod.metadata.uid ?? ''
+      return createBindMounter({
+        context,
+        pluginName: LOCAL_PLUGIN_NAME,
+        pod,
+        source: () => (isDevice(spec) ? globalPath(spec) : local.path),
+        dir: context.paths.podVolumeDir(podUID, LOCAL_PLUGIN_NAME, spec.name),
+        readOnly: spec.readOnly,
+        mountOptions: mountOptionsOf(spec),
+        fsGroupRecord: joinPath(pluginData(podUID, spec.name), 'fsgroup'),
+      })
+    },
+    newUnmounter(innerName, podUID) {
+      return createBindUnmounter(context, context.paths.podVolumeDir(podUID, LOCAL_PLUGIN_NAME, innerName), pluginData(podUID, innerName))
+    },
+    deviceMount: {
+      canDeviceMount: isDevice,
+      getDeviceMountPath: globalPath,
+      async mountDevice(spec, _devicePath, deviceMountPath, args) {
+        const local = localOf(spec)
+        if (!local) throw new Error(`volume ${spec.name} is not a local volume`)
+        await context.host.mkdir(deviceMountPath, { recursive: true, mode: 0o750 })
+        if (await context.host.isMountPoint(deviceMountPath)) return
+        await formatAndMount(context.host, local.path, deviceMountPath, {
+          fstype: local.fsType,
+          readOnly: spec.readOnly,
+          options: withContext(mountOptionsOf(spec), args.seLinuxLabel),
+        })
+      },
+      unmountDevice: (deviceMountPath) => cleanupMountPoint(context.host, deviceMountPath),
+      getDeviceMountRefs: (deviceMountPath) => mountReferences(context.host, deviceMountPath),
+    },
+    block: {
+      newBlockVolumeMapper(spec, pod) {
+        const podUID = pod.metadata.uid ?? ''
+        return {
+          getGlobalMapPath: mapPath,
+          getPodDeviceMapPath: () => ({ dir: context.paths.podVolumeDeviceDir(podUID, LOCAL_PLUGIN_NAME), linkName: spec.name }),
+          mapPodDevice: async () => localOf(spec)?.path ?? '',
+        }
+      },
+      newBlockVolumeUnmapper(innerName, podUID) {
+        return {
+          getGlobalMapPath: mapPath,
+          getPodDeviceMapPath: () => ({ dir: context.paths.podVolumeDeviceDir(podUID, LOCAL_PLUGIN_NAME), linkName: innerName }),
+        }
+      },
+    },
+  }
+}

@@ -1,0 +1,99 @@
+/**
+ * Formats a device only when it is blank, checks it, and mounts it (mount-utils
+ * `SafeFormatAndMount`, SPEC §8.5). A device with any signature, a partition table included, is
+ * never formatted: that would destroy data.
+ */
+import { HostError, KubevolError, errorMessage } from '../../errors.js'
+import type { Host } from '../../host/host.js'
+
+/** Why formatting and mounting failed, as the kubelet distinguishes it. */
+export type FormatAndMountErrorType =
+  | 'UnformattedReadOnly'
+  | 'GetDiskFormatFailed'
+  | 'FormatFailed'
+  | 'HasFilesystemErrors'
+  | 'FilesystemMismatch'
+  | 'UnknownMountError'
+
+export class FormatAndMountError extends KubevolError {
+  readonly type: FormatAndMountErrorType
+  constructor(type: FormatAndMountErrorType, message: string, options?: { cause?: unknown }) {
+    super(type, message, options)
+    this.type = type
+  }
+}
+
+export interface FormatAndMountOptions {
+  /** @default 'ext4' */
+  readonly fstype?: string
+  readonly readOnly?: boolean
+  /** Mount options (from the PV), passed through. */
+  readonly options?: readonly string[]
+}
+
+/**
+ * Mounts `device` on `target`, formatting it first when blank (and not read-only), checking it when
+ * it has a filesystem and is mounted read-write. Throws {@link FormatAndMountError}.
+ */
+export async function formatAndMount(host: Host, device: string, target: string, options: FormatAndMountOptions = {}): Promise<void> {
+  const fs = host.filesystems
+  if (!fs) throw new FormatAndMountError('GetDiskFormatFailed', `failed to get disk format of disk ${device}: the host has no filesystem tools`)
+  const fstype = options.fstype || 'ext4'
+  let existing: string | null
+  try {
+    existing = await fs.detect(device)
+  } catch (err) {
+    throw new FormatAndMountError('GetDiskFormatFailed', `failed to get disk format of disk ${device}: ${errorMessage(err)}`, { cause: err })
+  }
+  let mismatch = false
+  if (existing === null) {
+    if (options.readOnly) {
+      throw new FormatAndMountError(
+        'UnformattedReadOnly',
+        `cannot mount unformatted disk ${device} as we are manipulating it in read-only mode`,
+      )
+    }
+    try {
+      await fs.format(device, fstype)
+    } catch (err) {
+      throw new FormatAndMountError(
+        'FormatFailed',
+        `format of disk "${device}" failed: type:("${fstype}") target:("${target}") options:("${(options.options ?? []).join(',')}") errcode:(${errorMessage(err)})`,
+        { cause: err },
+      )
+    }
+  } else {
+    mismatch = existing !== fstype
+    if (!options.readOnly && !mismatch) {
+      try {
+        await fs.check(device, existing)
+      } catch (err) {
+        throw new FormatAndMountError(
+          'HasFilesystemErrors',
+          `'fsck' found errors on device ${device} but could not correct them: ${errorMessage(err)}`,
+          { cause: err },
+        )
+      }
+    }
+  }
+  try {
+    await host.mount({
+      source: device,
+      target,
+      fstype,
+      readOnly: options.readOnly ?? false,
+      options: [...(options.options ?? [])],
+    })
+  } catch (err) {
+    const type = mismatch ? 'FilesystemMismatch' : 'UnknownMountError'
+    const detail = mismatch ? ` (the disk has ${existing}, ${fstype} was requested)` : ''
+    throw new FormatAndMountError(type, `mount failed: ${errorMessage(err)}${detail}`, {
+      cause: err instanceof HostError ? err : undefined,
+    })
+  }
+}
+
+/** Mount options plus the SELinux `context=` option when a label is given. */
+export function withContext(options: readonly string[], seLinuxLabel: string | undefined): string[] {
+  return seLinuxLabel ? [...options, `context="${seLinuxLabel}"`] : [...options]
+}
