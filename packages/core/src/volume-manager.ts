@@ -64,6 +64,12 @@ export interface VolumeManagerOptions {
   /** Full pass over every volume and pod, catching what no event announced. @default 10000 */
   readonly resyncPeriodMs?: number
   /**
+   * How often volumes that are set up again on every sync (configMap, secret, downwardAPI,
+   * projected) are refreshed when no event asked for it; 0 turns it off. @default 60000 (the
+   * kubelet's pod sync period)
+   */
+  readonly remountPeriodMs?: number
+  /**
    * How often volume usage is collected (emptyDir sizeLimit events); 0 turns it off. Agents that
    * export stats call `collectVolumeStats` themselves. @default 60000
    */
@@ -325,6 +331,12 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
     // Pod errors are only recorded by the populator: waiters learn about them after a pass.
     for (const waiter of [...waiters]) waiter.check()
   }
+  // The kubelet re-syncs a pod on every update (ReprocessPod): volumes built from the pod or from
+  // objects (downwardAPI labels, configMaps, tokens) are set up again.
+  const reprocessRemountPods = (): void => {
+    for (const pod of dsw.podsRequiringRemount()) populator.reprocessPod(pod)
+    schedulePopulate()
+  }
   const schedulePopulate = (): void => {
     if (!running || polling || populateScheduled) return
     populateScheduled = true
@@ -435,16 +447,11 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
           populateTick()
           reconcileTick()
         } else {
-          unsubscribe.push(options.podSource.subscribe(schedulePopulate))
+          unsubscribe.push(options.podSource.subscribe(reprocessRemountPods))
           if (options.objects.subscribe) {
             // A changed ConfigMap, Secret, ... refreshes the volumes built from objects (the kubelet does
             // this on each pod sync); a changed claim may unblock a pod waiting for it.
-            unsubscribe.push(
-              options.objects.subscribe(() => {
-                for (const pod of dsw.podsRequiringRemount()) populator.reprocessPod(pod)
-                schedulePopulate()
-              }),
-            )
+            unsubscribe.push(options.objects.subscribe(reprocessRemountPods))
           }
           const resync = (): void => {
             reconciler.markAllDirty()
@@ -456,6 +463,16 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
           scheduleReconcile()
           schedulePopulate()
           setTimer(resyncPeriodMs, resync)
+        }
+        // The kubelet's pod sync period: what no event announces (a token at 80% of its lifetime,
+        // a projected source outside the object reader) is refreshed at least this often.
+        const remountPeriodMs = options.remountPeriodMs ?? 60_000
+        if (remountPeriodMs > 0) {
+          const remount = (): void => {
+            reprocessRemountPods()
+            setTimer(remountPeriodMs, remount)
+          }
+          setTimer(remountPeriodMs, remount)
         }
         const statsPeriodMs = options.statsPeriodMs ?? 60_000
         if (statsPeriodMs > 0) {

@@ -5,8 +5,7 @@
 import type { Pod } from '../api/kubernetes.js'
 import { parseQuantity } from '../api/quantity.js'
 import type { VolumeSpec } from '../api/volume-spec.js'
-import { isHostError } from '../errors.js'
-import type { FsStats } from '../host/host.js'
+import type { FsStats, Host } from '../host/host.js'
 import { joinPath } from '../paths.js'
 import type { Mounter, MounterArgs, VolumePlugin, VolumePluginContext } from './plugin.js'
 import { applyFsGroup } from './util/fs-group.js'
@@ -55,6 +54,31 @@ async function diskUsage(context: VolumePluginContext, dir: string): Promise<{ b
   return { bytes, inodes }
 }
 
+/**
+ * An emptyDir's set-up at `dir` (the kubelet's wrapper volume that configMap, secret, downwardAPI and
+ * projected volumes live in, too): a 0777 directory, with a tmpfs of `tmpfsBytes` mounted on it when
+ * given. Idempotent.
+ */
+export async function setUpEmptyDirAt(host: Host, dir: string, tmpfsBytes: number | undefined): Promise<void> {
+  await host.mkdir(dir, { recursive: true, mode: 0o777 })
+  if (tmpfsBytes !== undefined && !(await host.isMountPoint(dir))) {
+    await host.mount({ source: 'tmpfs', target: dir, fstype: 'tmpfs', options: [`size=${tmpfsBytes}`] })
+  }
+  const info = await host.stat(dir)
+  if (info && (info.mode & 0o777) !== 0o777) await host.chmod(dir, (info.mode & ~0o777) | 0o777)
+}
+
+/**
+ * Unmounts `dir` when it is a mount point (a memory volume's tmpfs; what is below is the empty
+ * directory), then removes it and what it holds, never crossing into another mount. A missing `dir`
+ * is done.
+ */
+export async function tearDownEmptyDirAt(host: Host, dir: string): Promise<void> {
+  if (!(await host.lstat(dir))) return
+  if (await host.isMountPoint(dir)) await host.unmount(dir)
+  await host.removeAll(dir)
+}
+
 export function createEmptyDirPlugin(options: EmptyDirPluginOptions = {}): VolumePlugin {
   const nodeAllocatable = options.nodeAllocatableMemoryBytes ?? 8 * 2 ** 30
   let context: VolumePluginContext
@@ -90,14 +114,8 @@ export function createEmptyDirPlugin(options: EmptyDirPluginOptions = {}): Volum
             if (kind === '' && (await host.lstat(dir))) return
             await host.removeAll(pluginDir(podUID, spec.name))
           }
-          await host.mkdir(dir, { recursive: true, mode: 0o777 })
-          const info = await host.stat(dir)
-          if (info && (info.mode & 0o777) !== 0o777) await host.chmod(dir, (info.mode & ~0o777) | 0o777)
-          if (kind === 'Memory' && !(await host.isMountPoint(dir))) {
-            const size = memoryVolumeSize(pod, spec.volume?.emptyDir?.sizeLimit, nodeAllocatable)
-            await host.mount({ source: 'tmpfs', target: dir, fstype: 'tmpfs', options: [`size=${size}`] })
-            await host.chmod(dir, 0o777)
-          }
+          const size = kind === 'Memory' ? memoryVolumeSize(pod, spec.volume?.emptyDir?.sizeLimit, nodeAllocatable) : undefined
+          await setUpEmptyDirAt(host, dir, size)
           await applyFsGroup(context, {
             dir,
             fsGroup: args.fsGroup,
@@ -133,14 +151,7 @@ export function createEmptyDirPlugin(options: EmptyDirPluginOptions = {}): Volum
         async tearDown() {
           const { host } = context
           await host.removeAll(pluginDir(podUID, innerName))
-          if (!(await host.lstat(dir))) return
-          // A memory volume is a tmpfs mount: unmount it first; what is below is the empty directory.
-          if (await host.isMountPoint(dir)) await host.unmount(dir)
-          try {
-            await host.removeAll(dir)
-          } catch (err) {
-            if (!isHostError(err, 'ENOENT')) throw err
-          }
+          await tearDownEmptyDirAt(host, dir)
         },
       }
     },
