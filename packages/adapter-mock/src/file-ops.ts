@@ -102,6 +102,20 @@ export function writeFile(state: HostState, path: string, data: Uint8Array | str
   writeInto(file, bytes, path)
 }
 
+/** Appends to a regular file, creating it with mode 0600 (open with O_APPEND|O_CREAT). */
+export function appendFile(state: HostState, path: string, data: Uint8Array | string): void {
+  const bytes = typeof data === 'string' ? encodeText(data) : data
+  const existing = statPath(state, path, true) ? readFile(state, path) : undefined
+  if (!existing) {
+    writeFile(state, path, bytes, { mode: 0o600 })
+    return
+  }
+  const joined = new Uint8Array(existing.length + bytes.length)
+  joined.set(existing)
+  joined.set(bytes, existing.length)
+  writeFile(state, path, joined)
+}
+
 /** symlink(2): `target` is stored verbatim and may dangle. */
 export function symlink(state: HostState, target: string, path: string): void {
   if (target === '') throw new HostError('ENOENT', 'symlink', path, 'empty symlink target')

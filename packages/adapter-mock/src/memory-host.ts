@@ -119,6 +119,18 @@ export class MemoryHost implements Host {
     if (options.selinux) (this as { selinux?: SELinux }).selinux = { enabled: async () => true }
   }
 
+  /** Appends to a file, creating it (0600); the memory host has no cache, so `sync` has nothing to wait for. */
+  appendFile(path: string, data: Uint8Array | string, _options?: { readonly sync?: boolean }): Promise<void> {
+    return this.#call('appendFile', [path, data], path, () => files.appendFile(this.#state, path, data))
+  }
+
+  /** Nothing to flush in memory; fails like fsync on a missing file. */
+  syncFile(path: string): Promise<void> {
+    return this.#call('syncFile', [path], path, () => {
+      if (!files.statPath(this.#state, path, true)) throw new HostError('ENOENT', 'fsync', path, 'no such file or directory')
+    })
+  }
+
   /** Sets a file's size, extending it sparsely (`truncate -s`). ENOENT when the file does not exist. */
   truncate(path: string, size: number): Promise<void> {
     return this.#call('truncate', [path, size], path, () => {

@@ -49,6 +49,8 @@ export interface Metrics {
   inc(name: string, labels?: MetricLabels, value?: number): void
   /** Records one observation in seconds. */
   observe(name: string, labels: MetricLabels, seconds: number): void
+  /** Sets a gauge. */
+  set?(name: string, labels: MetricLabels, value: number): void
 }
 
 export const silentMetrics: Metrics = { inc() {}, observe() {} }

@@ -33,6 +33,10 @@ import type { TokenSource } from './plugins/token-source.js'
 import { Populator } from './populator/populator.js'
 import type { ObjectReader, PodSource } from './populator/sources.js'
 import { Reconciler } from './reconciler/reconciler.js'
+import { VolumeJournal } from './journal/journal.js'
+import { type OrphanCleanupReport, cleanupOrphanedPodDirs } from './reconstruction/orphans.js'
+import { reconstructVolumes } from './reconstruction/reconstruct.js'
+import { joinPath } from './paths.js'
 import type { AbortSignalLike } from './signal.js'
 
 /** 2 min 3 s: longer than the 2 min 2 s maximum backoff, so at least one retry fits. */
@@ -82,6 +86,14 @@ export interface VolumeManagerOptions {
   readonly metrics?: Metrics
   /** Service account tokens for projected serviceAccountToken volumes. */
   readonly tokens?: TokenSource
+  /**
+   * Keep a durable journal of intents and outcomes under the root directory, so a restart knows
+   * every attachment and mount kubevol may have left. @default true when the host can append
+   * (`host.appendFile`)
+   */
+  readonly journal?: boolean
+  /** How often orphaned pod directories are looked for (kubelet housekeeping); 0 turns it off. @default 10000 */
+  readonly housekeepingPeriodMs?: number
   /** Backoff after a failed operation. @default { initialMs: 500, maxMs: 122000 } */
   readonly backoff?: { readonly initialMs?: number; readonly maxMs?: number }
 }
@@ -110,6 +122,8 @@ export interface VolumeManagerSnapshot {
   readonly runningOperations: number
   readonly sourcesReady: boolean
   readonly statesSynced: boolean
+  /** The journal's size, when kubevol keeps one. */
+  readonly journal?: { readonly records: number; readonly bytes: number }
 }
 
 /** One mounted volume's usage, for metrics (`kubelet_volume_stats_*`). */
@@ -157,6 +171,12 @@ export interface VolumeManager {
   snapshot(): VolumeManagerSnapshot
   /** Calls `listener` for every operation start/end, event and state change. */
   subscribe(listener: (event: VolumeManagerEvent) => void): () => void
+  /**
+   * Removes the directories of pods no source knows and nothing has mounted, never deleting through
+   * a mount point; reports what it removed and what it refused. The manager runs it periodically once
+   * sources are ready; `dryRun` only reports.
+   */
+  cleanupOrphanedPods(options?: { dryRun?: boolean }): Promise<OrphanCleanupReport>
   /** One populator pass (for tests and tools that drive the manager by hand). */
   populateOnce(): Promise<void>
   /** One reconcile pass over every volume. */
@@ -216,6 +236,7 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
   const dsw = new DesiredStateOfWorld(pluginManager, clock)
   const asw = new ActualStateOfWorld(pluginManager)
   const polling = options.pollingCompat ?? false
+  const controllerAttachDetach = options.controllerAttachDetach ?? true
   const resyncPeriodMs = options.resyncPeriodMs ?? 10_000
   const populatorRetryMs = options.populatorRetryMs ?? LOOP_SLEEP_PERIOD_MS
 
@@ -255,7 +276,7 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
       }
     },
   })
-  const ctx: OperationContext = {
+  const ctx: { -readonly [K in keyof OperationContext]: OperationContext[K] } = {
     plugins: pluginManager,
     asw,
     host: options.host,
@@ -278,10 +299,12 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
     executor,
     clock,
     logger,
-    controllerAttachDetach: options.controllerAttachDetach ?? true,
+    controllerAttachDetach,
     populatorHasAddedPods: () => populator.hasAddedPods(),
+    metrics,
   })
 
+  const reportedOrphans = new Set<string>()
   /** (pod, volume) pairs whose emptyDir is over its sizeLimit, so the event is sent once per crossing. */
   const overLimit = new Set<string>()
 
@@ -435,6 +458,36 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
         const seLinux = (await options.host.selinux?.enabled().catch(() => false)) ?? false
         dsw.setSELinuxEnabled(seLinux)
         asw.setSELinuxEnabled(seLinux)
+        // Before the first pass: the journal first, then the disk (SPEC §5.4 and beyond).
+        if ((options.journal ?? true) && options.host.appendFile) {
+          ctx.journal = await VolumeJournal.open({ host: options.host, path: joinPath(paths.root, 'journal', 'volumes.log'), logger })
+        }
+        const rebuilt = await reconstructVolumes({ host: options.host, paths, plugins: pluginManager, asw, logger, metrics, journal: ctx.journal })
+        reconciler.setFailedReconstruction(rebuilt.failed)
+        if (controllerAttachDetach && options.objects.getNode && rebuilt.reconstructed.length > 0) {
+          // Unmounting waits until reconstructed volumes know their device paths from node status.
+          reconciler.addVolumesNeedingNodeStatus(rebuilt.reconstructed)
+          const getNode = options.objects.getNode
+          const refresh = (): void => {
+            void getNode(options.nodeName).then(
+              (node) => {
+                const attached = new Map((node.status?.volumesAttached ?? []).map((v) => [v.name, v.devicePath]))
+                for (const name of rebuilt.reconstructed) {
+                  const devicePath = attached.get(name)
+                  if (devicePath !== undefined) asw.updateReconstructedDevicePath(name, devicePath)
+                  asw.updateReconstructedVolumeAttachability(name, devicePath !== undefined)
+                }
+                reconciler.clearVolumesNeedingNodeStatus()
+                scheduleReconcile()
+              },
+              (err: unknown) => {
+                logger.warn('Could not read node status for reconstructed volumes; retrying', { err: errorMessage(err) })
+                if (running) setTimer(1_000, refresh)
+              },
+            )
+          }
+          refresh()
+        }
         if (polling) {
           const populateTick = (): void => {
             void populate().then(() => running && setTimer(LOOP_SLEEP_PERIOD_MS, populateTick))
@@ -473,6 +526,14 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
             setTimer(remountPeriodMs, remount)
           }
           setTimer(remountPeriodMs, remount)
+        }
+        const housekeepingPeriodMs = options.housekeepingPeriodMs ?? 10_000
+        if (housekeepingPeriodMs > 0) {
+          const housekeeping = (): void => {
+            if (populator.hasAddedPods() && reconciler.statesHaveBeenSynced()) void manager.cleanupOrphanedPods().catch(() => undefined)
+            setTimer(housekeepingPeriodMs, housekeeping)
+          }
+          setTimer(housekeepingPeriodMs, housekeeping)
         }
         const statsPeriodMs = options.statsPeriodMs ?? 60_000
         if (statsPeriodMs > 0) {
@@ -614,12 +675,49 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
         runningOperations: pending.runningCount,
         sourcesReady: populator.hasAddedPods(),
         statesSynced: reconciler.statesHaveBeenSynced(),
+        ...(ctx.journal ? { journal: ctx.journal.size } : {}),
       }
     },
 
     subscribe(listener) {
       listeners.add(listener)
       return () => listeners.delete(listener)
+    },
+
+    async cleanupOrphanedPods(opts) {
+      const report = await cleanupOrphanedPodDirs(
+        {
+          host: options.host,
+          paths,
+          logger,
+          podInUse: (pod) =>
+            options.podSource.getPodByUID(pod) !== undefined ||
+            !options.podSource.shouldPodRuntimeBeRemoved(pod) ||
+            dsw.getPods().has(pod) ||
+            asw.podHasPossiblyMountedVolumes(pod),
+        },
+        opts,
+      )
+      metrics.set?.('orphan_pod_cleaned_volumes', {}, report.orphans.length)
+      metrics.set?.('orphan_pod_cleaned_volumes_errors', {}, report.refused.length)
+      for (const { pod, reason } of report.refused) {
+        // Once per pod directory and reason, not on every pass.
+        const key = `${pod}\n${reason}`
+        if (reportedOrphans.has(key)) continue
+        reportedOrphans.add(key)
+        logger.warn('Orphaned pod found, but volumes are not cleaned up', { pod, reason })
+        recorder.event({
+          type: 'Warning',
+          reason: 'OrphanedPodCleanupFailed',
+          message: reason,
+          target: { kind: 'Node', metadata: { name: options.nodeName } },
+          time: clock.now(),
+        })
+      }
+      for (const pod of report.removed) {
+        for (const key of reportedOrphans) if (key.startsWith(`${pod}\n`)) reportedOrphans.delete(key)
+      }
+      return report
     },
 
     async populateOnce() {
@@ -668,7 +766,8 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
       for (;;) {
         await pending.wait()
         await yieldToEventLoop()
-        if (pending.runningCount === 0 && !reconcileScheduled && !populateScheduled && !reconciler.hasWork) return
+        // A stopped manager runs no more passes: what is left for one does not count.
+        if (pending.runningCount === 0 && !reconcileScheduled && !populateScheduled && (!running || !reconciler.hasWork)) return
       }
     },
   }

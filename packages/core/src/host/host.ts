@@ -173,6 +173,13 @@ export interface Host {
    */
   isMountPoint(path: string): Promise<boolean>
 
+  /**
+   * Appends to a regular file (creating it, mode 0600), and with `sync` waits until the data is on
+   * stable storage (fdatasync). Present where kubevol can keep its journal.
+   */
+  appendFile?(path: string, data: Uint8Array | string, options?: { readonly sync?: boolean }): Promise<void>
+  /** Flushes a file's data and metadata to stable storage (fsync). */
+  syncFile?(path: string): Promise<void>
   /** Sets the size of a regular file (extends sparsely or cuts). Present where disk images can grow. */
   truncate?(path: string, size: number): Promise<void>
   /** Filesystem usage of the filesystem `path` is on. */

@@ -86,6 +86,8 @@ export function generateAttachVolume(ctx: OperationContext, vtm: MountRequestVol
     pluginName: plugin.name,
     run: async () => {
       let devicePath: string
+      // Before the step: a crash after attaching must still leave the restart knowing to detach.
+      await ctx.journal?.record({ kind: 'attached', volume: vtm.volumeName, spec: vtm.spec, devicePath: '' })
       try {
         devicePath = await attach.attach(vtm.spec, ctx.nodeName)
       } catch (err) {
@@ -93,6 +95,7 @@ export function generateAttachVolume(ctx: OperationContext, vtm: MountRequestVol
         emitEvent(ctx, vtm.pod, 'Warning', 'FailedAttachVolume', failure.eventMessage)
         throw failure
       }
+      await ctx.journal?.record({ kind: 'attached', volume: vtm.volumeName, spec: vtm.spec, devicePath })
       emitEvent(ctx, vtm.pod, 'Normal', 'SuccessfulAttachVolume', simpleMessage('AttachVolume.Attach succeeded', subject))
       ctx.asw.markVolumeAsAttached(vtm.volumeName, vtm.spec, devicePath)
     },
@@ -126,6 +129,7 @@ export function generateDetachVolume(ctx: OperationContext, av: AttachedVolume):
         throw stepFailed('DetachVolume.Detach failed', subject, err)
       }
       ctx.logger.info(`DetachVolume.Detach succeeded for volume "${av.volumeName}"`)
+      await ctx.journal?.record({ kind: 'detached', volume: av.volumeName })
       ctx.asw.markVolumeAsDetached(av.volumeName)
     },
   }

@@ -97,6 +97,7 @@ export function generateMapVolume(ctx: OperationContext, vtm: MountRequestVolume
       }
       const globalMapPath = mapper.getGlobalMapPath(spec)
       if (ctx.asw.getDeviceMountState(vtm.volumeName) !== 'mounted') {
+        await ctx.journal?.record({ kind: 'device', volume: vtm.volumeName, spec, devicePath, path: globalMapPath })
         if (mapper.setUpDevice) {
           try {
             await mapper.setUpDevice()
@@ -123,6 +124,15 @@ export function generateMapVolume(ctx: OperationContext, vtm: MountRequestVolume
       }
       if (!devicePath) throw stepFailed('MapVolume failed', subject, 'Device path of the volume is empty', 'final')
       const { dir, linkName } = mapper.getPodDeviceMapPath()
+      await ctx.journal?.record({
+        kind: 'setup',
+        volume: vtm.volumeName,
+        pod: vtm.podName,
+        podUID: pod.metadata.uid ?? vtm.podName,
+        outerName: vtm.outerVolumeSpecNames[0] ?? spec.name,
+        spec,
+        gid: vtm.volumeGidValue,
+      })
       try {
         await mapBlockVolume(ctx.host, devicePath, globalMapPath, dir, linkName, pod.metadata.uid ?? vtm.podName)
       } catch (err) {
@@ -172,6 +182,7 @@ export function generateUnmapVolume(ctx: OperationContext, mv: MountedVolume): G
           throw stepFailed('UnmapVolume.UnmapPodDevice failed', subject, err)
         }
       }
+      await ctx.journal?.record({ kind: 'torn-down', volume: mv.volumeName, pod: mv.podName })
       ctx.asw.markVolumeAsUnmounted(mv.podName, mv.volumeName)
     },
   }
@@ -209,6 +220,7 @@ export function generateUnmapDevice(ctx: OperationContext, av: AttachedVolume): 
       } catch (err) {
         throw stepFailed('UnmapDevice.RemoveMapPath failed', subject, err)
       }
+      await ctx.journal?.record({ kind: 'device-unmounted', volume: av.volumeName })
       ctx.asw.markDeviceAsUnmounted(av.volumeName)
     },
   }

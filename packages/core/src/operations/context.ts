@@ -10,6 +10,7 @@ import type { Clock } from '../clock.js'
 import { type FailureKind, OperationError, errorMessage, failureKind } from '../errors.js'
 import type { Host } from '../host/host.js'
 import type { Logger, Metrics, Recorder } from '../observability.js'
+import type { VolumeJournal } from '../journal/journal.js'
 import type { Paths } from '../paths.js'
 import type { PluginManager } from '../plugins/plugin-manager.js'
 import type { ObjectReader } from '../populator/sources.js'
@@ -27,6 +28,8 @@ export interface OperationContext {
   readonly metrics: Metrics
   /** Passed to `waitForAttach`. @default 10 min */
   readonly waitForAttachTimeoutMs: number
+  /** Where intents and outcomes are recorded before and after each step, when kubevol keeps a journal. */
+  readonly journal?: VolumeJournal
 }
 
 /** The (volume, pod) a message is about. */

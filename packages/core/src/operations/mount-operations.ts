@@ -93,6 +93,7 @@ export function generateMountVolume(ctx: OperationContext, vtm: MountRequestVolu
           throw stepFailed('MountVolume.GetDeviceMountPath failed', subject, err)
         }
         if (ctx.asw.getDeviceMountState(vtm.volumeName) !== 'mounted') {
+          await ctx.journal?.record({ kind: 'device', volume: vtm.volumeName, spec, devicePath, path: deviceMountPath })
           try {
             await deviceMount.mountDevice(spec, devicePath, deviceMountPath, { fsGroup, seLinuxLabel: vtm.seLinuxLabel })
           } catch (err) {
@@ -103,6 +104,15 @@ export function generateMountVolume(ctx: OperationContext, vtm: MountRequestVolu
           ctx.asw.markDeviceAsMounted(vtm.volumeName, devicePath, deviceMountPath, vtm.seLinuxLabel)
         }
       }
+      await ctx.journal?.record({
+        kind: 'setup',
+        volume: vtm.volumeName,
+        pod: vtm.podName,
+        podUID: pod.metadata.uid ?? vtm.podName,
+        outerName: vtm.outerVolumeSpecNames[0] ?? spec.name,
+        spec,
+        gid: vtm.volumeGidValue,
+      })
       try {
         await mounter.setUp({
           fsGroup,
@@ -235,6 +245,7 @@ export function generateUnmountVolume(ctx: OperationContext, mv: MountedVolume):
       ctx.logger.info(
         `UnmountVolume.TearDown succeeded for volume "${mv.volumeName}" pod "${mv.podName}" (UID: "${mv.podUID}"). InnerVolumeSpecName "${mv.innerVolumeSpecName}". PluginName "${mv.pluginName}", VolumeGIDValue "${mv.volumeGidValue}"`,
       )
+      await ctx.journal?.record({ kind: 'torn-down', volume: mv.volumeName, pod: mv.podName })
       ctx.asw.markVolumeAsUnmounted(mv.podName, mv.volumeName)
     },
   }
@@ -308,6 +319,7 @@ export function generateUnmountDevice(ctx: OperationContext, av: AttachedVolume)
         }
       }
       ctx.logger.info(detailedMessage('UnmountDevice succeeded', subject, `device mount path "${deviceMountPath}"`))
+      await ctx.journal?.record({ kind: 'device-unmounted', volume: av.volumeName })
       ctx.asw.markDeviceAsUnmounted(av.volumeName)
     },
   }

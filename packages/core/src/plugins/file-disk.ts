@@ -86,14 +86,9 @@ export function createFileDiskPlugin(): VolumePlugin {
     attach: {
       canAttach: (spec) => imageOf(spec) !== undefined,
       attach: (spec) => attachImage(requireImage(spec).image),
-      async waitForAttach(spec, devicePath) {
-        // After a restart the device path may be unknown: the image's loop device answers.
-        const { image } = requireImage(spec)
-        const [device] = await loops().find(image)
-        if (device) return device
-        if (devicePath) throw new Error(`disk image ${image} is not attached (expected at ${devicePath})`)
-        throw new Error(`disk image ${image} is not attached`)
-      },
+      // The attachment is local to the node and idempotent: waiting for it is making sure of it. After
+      // a crash between the journal's intent and the attach itself, this attaches the image again.
+      waitForAttach: (spec) => attachImage(requireImage(spec).image),
       async detach(image) {
         for (const device of await loops().find(image)) await loops().detach(device)
       },

@@ -11,7 +11,8 @@ import type { UniqueVolumeName } from '../api/names.js'
 import { type ActualStateOfWorld, deviceMayBeMounted } from '../cache/actual-state.js'
 import type { DesiredStateOfWorld, VolumeToMount } from '../cache/desired-state.js'
 import type { Clock } from '../clock.js'
-import type { Logger } from '../observability.js'
+import type { Logger, Metrics } from '../observability.js'
+import type { PodVolumeOnDisk } from '../reconstruction/scan.js'
 import type { OperationExecutor, OperationStart } from '../operations/operation-executor.js'
 
 export interface ReconcilerOptions {
@@ -27,6 +28,7 @@ export interface ReconcilerOptions {
    * false: kubevol attaches and detaches itself (static mode, no cluster).
    */
   readonly controllerAttachDetach: boolean
+  readonly metrics?: Metrics
 }
 
 export class Reconciler {
@@ -34,6 +36,8 @@ export class Reconciler {
   readonly #dirty = new Set<UniqueVolumeName>()
   #fullPass = true
   #lastSyncTime = 0
+  /** Volume directories that failed reconstruction, cleaned up once unmounting is safe (SPEC §5.6). */
+  #failedReconstruction: PodVolumeOnDisk[] = []
   /** Reconstructed volumes waiting for their device path from node status (SPEC §5.5). */
   readonly #needUpdateFromNodeStatus = new Set<UniqueVolumeName>()
 
@@ -66,6 +70,11 @@ export class Reconciler {
     for (const name of names) this.#needUpdateFromNodeStatus.add(name)
   }
 
+  /** What reconstruction could not rebuild: torn down by name once, when unmounting is safe. */
+  setFailedReconstruction(volumes: readonly PodVolumeOnDisk[]): void {
+    this.#failedReconstruction = [...volumes]
+  }
+
   /** Node status was read (or there is none): unmounting may proceed. */
   clearVolumesNeedingNodeStatus(): void {
     this.#needUpdateFromNodeStatus.clear()
@@ -93,7 +102,10 @@ export class Reconciler {
     // Mounting is safe before population completes.
     for (const name of volumes) this.#mountOrAttachVolumes(name)
     // Devices last: never unmount a device or detach while a pod may still use it.
-    if (readyToUnmount) for (const name of volumes) this.#unmountDetachDevices(name)
+    if (readyToUnmount) {
+      for (const name of volumes) this.#unmountDetachDevices(name)
+      this.#cleanOrphanVolumes()
+    }
     if (this.#needUpdateFromNodeStatus.size === 0 && this.#lastSyncTime === 0) this.#lastSyncTime = this.#o.clock.now()
   }
 
@@ -167,6 +179,35 @@ export class Reconciler {
       this.#o.logger.info('Volume detached', { volume: volumeName })
     } else {
       this.#report('DetachVolume', volumeName, executor.detachVolume(av))
+    }
+  }
+
+  /** SPEC §5.6: tear down, by plugin name alone, what could not be reconstructed and no pod wants. */
+  #cleanOrphanVolumes(): void {
+    const { dsw, asw, executor } = this.#o
+    const failed = this.#failedReconstruction
+    this.#failedReconstruction = []
+    for (const v of failed) {
+      if (dsw.volumeExistsWithSpecName(v.podName, v.volumeSpecName)) continue
+      if (asw.volumeExistsWithSpecName(v.podName, v.volumeSpecName)) continue
+      this.#o.metrics?.inc('force_cleaned_failed_volume_operations_total')
+      const result = executor.unmountVolume({
+        volumeName: v.volumeSpecName,
+        podName: v.podName,
+        podUID: v.podName,
+        innerVolumeSpecName: v.volumeSpecName,
+        outerVolumeSpecName: v.volumeSpecName,
+        pluginName: v.pluginName,
+        spec: { name: v.volumeSpecName, readOnly: false },
+        volumeGidValue: '',
+        mountState: 'uncertain',
+        deviceMountPath: '',
+        seLinuxMountContext: '',
+        remountRequired: false,
+        reconstructed: true,
+      })
+      if (result.status === 'generation-failed') this.#o.metrics?.inc('force_cleaned_failed_volume_operation_errors_total')
+      this.#report('UnmountVolume', v.volumeSpecName, result)
     }
   }
 

@@ -29,11 +29,16 @@ export interface MemoryPodSource extends PodSource {
 export function createMemoryPodSource(initial: readonly Pod[] = [], options: { ready?: boolean } = {}): MemoryPodSource {
   const pods = new Map<string, Pod>()
   const terminating = new Set<string>()
-  const runtimeRemoved = new Set<string>()
+  // Pods whose containers may run: those the source has, and deleted ones whose runtime remains.
+  const running = new Set<string>()
   const listeners = new Set<Listener>()
   let ready = options.ready ?? true
   let list: Pod[] | undefined
-  for (const pod of initial) if (pod.metadata.uid) pods.set(pod.metadata.uid, pod)
+  for (const pod of initial) {
+    if (!pod.metadata.uid) continue
+    pods.set(pod.metadata.uid, pod)
+    running.add(pod.metadata.uid)
+  }
   const changed = (): void => {
     list = undefined
     notify(listeners)
@@ -41,8 +46,8 @@ export function createMemoryPodSource(initial: readonly Pod[] = [], options: { r
   return {
     getPods: () => (list ??= [...pods.values()]),
     getPodByUID: (uid) => pods.get(uid),
-    shouldPodContainersBeTerminating: (uid) => terminating.has(uid) || runtimeRemoved.has(uid) || !pods.has(uid),
-    shouldPodRuntimeBeRemoved: (uid) => runtimeRemoved.has(uid),
+    shouldPodContainersBeTerminating: (uid) => terminating.has(uid) || !running.has(uid) || !pods.has(uid),
+    shouldPodRuntimeBeRemoved: (uid) => !running.has(uid),
     allReady: () => ready,
     subscribe(listener) {
       listeners.add(listener)
@@ -53,7 +58,7 @@ export function createMemoryPodSource(initial: readonly Pod[] = [], options: { r
       if (!uid) throw new Error('a pod needs metadata.uid')
       pods.set(uid, pod)
       terminating.delete(uid)
-      runtimeRemoved.delete(uid)
+      running.add(uid)
       changed()
     },
     terminatePod(uid) {
@@ -61,12 +66,12 @@ export function createMemoryPodSource(initial: readonly Pod[] = [], options: { r
       changed()
     },
     markRuntimeRemoved(uid) {
-      runtimeRemoved.add(uid)
+      running.delete(uid)
       changed()
     },
     deletePod(uid, opts) {
       pods.delete(uid)
-      if (!opts?.runtimeRemains) runtimeRemoved.add(uid)
+      if (!opts?.runtimeRemains) running.delete(uid)
       changed()
     },
     setReady(value) {

@@ -1,0 +1,222 @@
+/**
+ * kubevol's durable journal: what the manager set out to do to the machine and how far it got,
+ * appended and synced through the Host before each step that changes the machine, so a restart
+ * knows about every attach, device mount and pod set-up that may exist, including the ones the disk
+ * layout cannot show (a loop device attached before the crash, a device mounted but not yet bound).
+ *
+ * Format: one record per line, `<crc32 hex> <json>\n`. A torn or corrupt record (a crash mid-append)
+ * fails its checksum and is dropped with everything after it. The journal is compacted (its live
+ * records rewritten to a new file, synced, renamed over the old one) when it grows well past them.
+ */
+import type { UniquePodName, UniqueVolumeName } from '../api/names.js'
+import type { VolumeSpec } from '../api/volume-spec.js'
+import { isHostError } from '../errors.js'
+import type { Host } from '../host/host.js'
+import type { Logger } from '../observability.js'
+import { dirname } from '../paths.js'
+import { decodeUtf8, encodeUtf8 } from '../text.js'
+import { crc32 } from './crc32.js'
+
+/** One record. Intents (`attach`, `device`, `setup`) are written before the step; the rest after it. */
+export type JournalRecord =
+  /** The volume is attached (kubevol attaches): the device path. */
+  | { readonly kind: 'attached'; readonly volume: UniqueVolumeName; readonly spec: VolumeSpec; readonly devicePath: string }
+  /** The device is about to be (or is) mounted at `path`. */
+  | {
+      readonly kind: 'device'
+      readonly volume: UniqueVolumeName
+      readonly spec: VolumeSpec
+      readonly devicePath: string
+      readonly path: string
+    }
+  /** The volume is about to be (or is) set up for the pod. */
+  | {
+      readonly kind: 'setup'
+      readonly volume: UniqueVolumeName
+      readonly pod: UniquePodName
+      readonly podUID: string
+      readonly outerName: string
+      readonly spec: VolumeSpec
+      readonly gid: string
+    }
+  /** The pod's volume was torn down. */
+  | { readonly kind: 'torn-down'; readonly volume: UniqueVolumeName; readonly pod: UniquePodName }
+  /** The device was unmounted. */
+  | { readonly kind: 'device-unmounted'; readonly volume: UniqueVolumeName }
+  /** The volume was detached (or forgotten: nothing of it is left on the node). */
+  | { readonly kind: 'detached'; readonly volume: UniqueVolumeName }
+
+/** What the journal says may exist on the machine, per volume. */
+export interface JournalVolume {
+  readonly volume: UniqueVolumeName
+  spec: VolumeSpec
+  attached?: { readonly devicePath: string }
+  device?: { readonly devicePath: string; readonly path: string }
+  readonly pods: Map<UniquePodName, { readonly podUID: string; readonly outerName: string; readonly spec: VolumeSpec; readonly gid: string }>
+}
+
+export interface JournalOptions {
+  readonly host: Host
+  /** The journal file, e.g. `<root>/journal/volumes.log`. */
+  readonly path: string
+  readonly logger: Logger
+  /** Compact when the file holds more than this many records and at least twice the live ones. @default 1000 */
+  readonly compactAfter?: number
+}
+
+function encode(record: JournalRecord): string {
+  const json = JSON.stringify(record)
+  return `${crc32(encodeUtf8(json)).toString(16).padStart(8, '0')} ${json}\n`
+}
+
+/** Parses journal text: the valid records in order, and whether a torn or corrupt tail was dropped. */
+export function parseJournal(text: string): { records: JournalRecord[]; dropped: number } {
+  const records: JournalRecord[] = []
+  const lines = text.split('\n')
+  // The text after the last newline is a record still being written when the process died.
+  const complete = lines.slice(0, -1)
+  let dropped = lines[lines.length - 1] === '' ? 0 : 1
+  for (let i = 0; i < complete.length; i++) {
+    const line = complete[i] as string
+    const match = /^([0-9a-f]{8}) (.*)$/.exec(line)
+    let record: JournalRecord | undefined
+    if (match && Number.parseInt(match[1] as string, 16) === crc32(encodeUtf8(match[2] as string))) {
+      try {
+        record = JSON.parse(match[2] as string) as JournalRecord
+      } catch {
+        record = undefined
+      }
+    }
+    if (!record) {
+      dropped += complete.length - i
+      break
+    }
+    records.push(record)
+  }
+  return { records, dropped }
+}
+
+/** Applies records in order to the per-volume state. */
+export function replay(records: Iterable<JournalRecord>, state = new Map<UniqueVolumeName, JournalVolume>()): Map<UniqueVolumeName, JournalVolume> {
+  const volume = (name: UniqueVolumeName, spec?: VolumeSpec): JournalVolume | undefined => {
+    let v = state.get(name)
+    if (!v && spec) state.set(name, (v = { volume: name, spec, pods: new Map() }))
+    if (v && spec) v.spec = spec
+    return v
+  }
+  for (const r of records) {
+    switch (r.kind) {
+      case 'attached': {
+        const v = volume(r.volume, r.spec)
+        if (v) v.attached = { devicePath: r.devicePath }
+        break
+      }
+      case 'device': {
+        const v = volume(r.volume, r.spec)
+        if (v) v.device = { devicePath: r.devicePath, path: r.path }
+        break
+      }
+      case 'setup':
+        volume(r.volume, r.spec)?.pods.set(r.pod, { podUID: r.podUID, outerName: r.outerName, spec: r.spec, gid: r.gid })
+        break
+      case 'torn-down':
+        state.get(r.volume)?.pods.delete(r.pod)
+        break
+      case 'device-unmounted': {
+        const v = state.get(r.volume)
+        if (v) v.device = undefined
+        break
+      }
+      case 'detached':
+        state.delete(r.volume)
+        break
+    }
+    const v = state.get(r.volume)
+    if (v && !v.attached && !v.device && v.pods.size === 0) state.delete(r.volume)
+  }
+  return state
+}
+
+/** The records that rebuild `state`. */
+function snapshotRecords(state: ReadonlyMap<UniqueVolumeName, JournalVolume>): JournalRecord[] {
+  const records: JournalRecord[] = []
+  for (const v of state.values()) {
+    if (v.attached) records.push({ kind: 'attached', volume: v.volume, spec: v.spec, devicePath: v.attached.devicePath })
+    if (v.device) records.push({ kind: 'device', volume: v.volume, spec: v.spec, ...v.device })
+    for (const [pod, p] of v.pods) records.push({ kind: 'setup', volume: v.volume, pod, ...p })
+  }
+  return records
+}
+
+export class VolumeJournal {
+  readonly #o: JournalOptions
+  readonly #state: Map<UniqueVolumeName, JournalVolume>
+  #lines: number
+  #chain: Promise<void> = Promise.resolve()
+  #bytes = 0
+
+  private constructor(options: JournalOptions, state: Map<UniqueVolumeName, JournalVolume>, lines: number) {
+    this.#o = options
+    this.#state = state
+    this.#lines = lines
+  }
+
+  /**
+   * Reads the journal (a missing file is an empty journal), drops a torn tail, and rewrites it
+   * compacted so the file holds exactly the live records. The host must support `appendFile`.
+   */
+  static async open(options: JournalOptions): Promise<VolumeJournal> {
+    const { host, path, logger } = options
+    if (!host.appendFile) throw new Error('the host cannot append to files: no journal')
+    let text = ''
+    try {
+      text = decodeUtf8(await host.readFile(path))
+    } catch (err) {
+      if (!isHostError(err, 'ENOENT')) throw err
+    }
+    const { records, dropped } = parseJournal(text)
+    if (dropped > 0) logger.warn('Dropped torn or corrupt journal records', { path, dropped })
+    const journal = new VolumeJournal(options, replay(records), records.length)
+    await host.mkdir(dirname(path), { recursive: true, mode: 0o700 })
+    await journal.#compact()
+    return journal
+  }
+
+  /** What may exist on the machine, per volume (a copy). */
+  volumes(): Map<UniqueVolumeName, JournalVolume> {
+    return replay(snapshotRecords(this.#state))
+  }
+
+  /** Records in the file now. */
+  get size(): { records: number; bytes: number } {
+    return { records: this.#lines, bytes: this.#bytes }
+  }
+
+  /** Appends and syncs `record`; resolves once it is durable. Appends are serialized. */
+  record(record: JournalRecord): Promise<void> {
+    const run = async (): Promise<void> => {
+      const line = encode(record)
+      await this.#o.host.appendFile?.(this.#o.path, line, { sync: true })
+      this.#lines++
+      this.#bytes += line.length
+      replay([record], this.#state)
+      const live = snapshotRecords(this.#state).length
+      if (this.#lines > (this.#o.compactAfter ?? 1000) && this.#lines >= 2 * live) await this.#compact()
+    }
+    const next = this.#chain.then(run, run)
+    this.#chain = next.catch(() => undefined)
+    return next
+  }
+
+  async #compact(): Promise<void> {
+    const { host, path } = this.#o
+    const records = snapshotRecords(this.#state)
+    const text = records.map(encode).join('')
+    const tmp = `${path}.tmp`
+    await host.writeFile(tmp, text, { mode: 0o600 })
+    if (host.syncFile) await host.syncFile(tmp)
+    await host.rename(tmp, path)
+    this.#lines = records.length
+    this.#bytes = text.length
+  }
+}

@@ -1,0 +1,71 @@
+import { createMemoryHost } from '@kubevol/adapter-mock'
+import { VolumeJournal, createBuiltinPlugins, silentLogger } from '@kubevol/core'
+import { buildPod, createFakeClock, createHarness } from '@kubevol/core/testing'
+import { describe, expect, it } from 'vitest'
+
+describe('the journal on a host', () => {
+  it('stays small: compaction keeps only live records', async () => {
+    const host = createMemoryHost()
+    const path = '/var/lib/kubevol/journal/volumes.log'
+    const journal = await VolumeJournal.open({ host, path, logger: silentLogger, compactAfter: 50 })
+    for (let i = 0; i < 500; i++) {
+      await journal.record({ kind: 'setup', volume: `p/v${i}`, pod: 'a', podUID: 'a', outerName: 'v', spec: { name: 'v', readOnly: false }, gid: '' })
+      await journal.record({ kind: 'torn-down', volume: `p/v${i}`, pod: 'a' })
+    }
+    await journal.record({ kind: 'attached', volume: 'p/kept', spec: { name: 'kept', readOnly: false }, devicePath: '/dev/x' })
+    expect(journal.size.records).toBeLessThanOrEqual(100)
+    const reopened = await VolumeJournal.open({ host, path, logger: silentLogger })
+    expect([...reopened.volumes().keys()]).toEqual(['p/kept'])
+    expect(reopened.size.records).toBe(1)
+  })
+
+  it('drops a torn record written by a crash and keeps the rest', async () => {
+    const host = createMemoryHost()
+    const path = '/j/volumes.log'
+    const journal = await VolumeJournal.open({ host, path, logger: silentLogger })
+    await journal.record({ kind: 'attached', volume: 'p/a', spec: { name: 'a', readOnly: false }, devicePath: '/dev/a' })
+    await host.appendFile(path, '1234abcd {"kind":"attached","vol')
+    const reopened = await VolumeJournal.open({ host, path, logger: silentLogger })
+    expect([...reopened.volumes().keys()]).toEqual(['p/a'])
+  })
+})
+
+describe('orphaned pod directories', () => {
+  it('removes what is safe, refuses what is mounted or holds data, and reports each refusal once', async () => {
+    const clock = createFakeClock()
+    const host = createMemoryHost({ clock })
+    const h = createHarness({ host, clock, plugins: createBuiltinPlugins() })
+    const root = '/var/lib/kubevol/pods'
+    // Volumes of a plugin this node no longer has: reconstruction cannot tear them down, so only the
+    // orphan cleanup decides about them.
+    // An orphan whose volume is still mounted: kept whole.
+    await host.mkdir(`${root}/mounted/volumes/example.com~retired/shm`, { recursive: true })
+    await host.mount({ source: 'tmpfs', target: `${root}/mounted/volumes/example.com~retired/shm`, fstype: 'tmpfs' })
+    await host.writeFile(`${root}/mounted/volumes/example.com~retired/shm/data`, 'x')
+    // An orphan whose volume directory still holds data: kept (content is never deleted here).
+    await host.mkdir(`${root}/full/volumes/example.com~retired/cache`, { recursive: true })
+    await host.writeFile(`${root}/full/volumes/example.com~retired/cache/file`, 'x')
+    // An orphan with empty volume directories and other data: removed.
+    await host.mkdir(`${root}/empty/volumes/example.com~retired/gone`, { recursive: true })
+    await host.mkdir(`${root}/empty/plugins/kubernetes.io~empty-dir/gone`, { recursive: true })
+    await host.writeFile(`${root}/empty/plugins/kubernetes.io~empty-dir/gone/ready`, '')
+    h.start()
+    // A running pod's directory is never touched.
+    await h.addPodAndWait(buildPod({ uid: 'live', volumes: [{ name: 'scratch', emptyDir: {} }] }))
+    h.pods.deletePod('mounted')
+
+    const first = await h.manager.cleanupOrphanedPods()
+    expect(first.removed).toEqual(['empty'])
+    expect(first.refused.map((r) => r.pod).sort()).toEqual(['full', 'mounted'])
+    expect(host.exists(`${root}/empty`)).toBe(false)
+    expect(host.exists(`${root}/mounted/volumes/example.com~retired/shm/data`)).toBe(true)
+    expect(host.exists(`${root}/full/volumes/example.com~retired/cache/file`)).toBe(true)
+    expect(host.exists(`${root}/live/volumes/kubernetes.io~empty-dir/scratch`)).toBe(true)
+    await h.manager.cleanupOrphanedPods()
+    await h.manager.cleanupOrphanedPods()
+    const warnings = h.events.filter((e) => e.reason === 'OrphanedPodCleanupFailed')
+    expect(warnings).toHaveLength(2)
+    await h.stop()
+    host.assertNoViolations()
+  })
+})
