@@ -1,0 +1,98 @@
+import { HostError } from '@kubevol/core'
+import { createFakeClock } from '@kubevol/core/testing'
+import { describe, expect, it } from 'vitest'
+import { CallRunner } from './call-runner.js'
+
+function deferred<T>() {
+  let resolve!: (value: T) => void
+  const promise = new Promise<T>((r) => {
+    resolve = r
+  })
+  return { promise, resolve }
+}
+
+function harness(maxStalledCalls = 3) {
+  const clock = createFakeClock()
+  const runner = new CallRunner({ clock, timeoutMs: 1000, maxStalledCalls })
+  return { clock, runner }
+}
+
+const outcome = (promise: Promise<unknown>) =>
+  promise.then(
+    (value) => ({ value }),
+    (error: HostError) => ({ code: error.code, message: error.message }),
+  )
+
+describe('CallRunner (fake clock)', () => {
+  it('passes a result through before the deadline and leaves nothing stalled', async () => {
+    const { runner } = harness()
+    expect(await runner.run('stat', '/a', '/', async () => 42)).toBe(42)
+    expect(runner.stalled()).toEqual([])
+  })
+
+  it('rejects with ETIMEDOUT at the deadline, keeps the call as stalled until it returns', async () => {
+    const { clock, runner } = harness()
+    const hung = deferred<string>()
+    const result = outcome(runner.run('read', '/nfs/f', '/nfs', () => hung.promise))
+    await clock.advance(999)
+    expect(runner.stalled()).toEqual([])
+    await clock.advance(1)
+    expect(await result).toEqual({ code: 'ETIMEDOUT', message: 'ETIMEDOUT: read /nfs/f: no answer within 1000 ms; the call is left to finish in the background' })
+    expect(runner.stalled()).toEqual([{ syscall: 'read', path: '/nfs/f', key: '/nfs', since: clock.now() - 1000 }])
+    hung.resolve('late')
+    await clock.flush()
+    expect(runner.stalled()).toEqual([])
+  })
+
+  it('quarantines the stalled filesystem only: calls there fail fast, calls elsewhere run', async () => {
+    const { clock, runner } = harness()
+    const hung = deferred<void>()
+    const first = outcome(runner.run('stat', '/nfs/a', '/nfs', () => hung.promise))
+    await clock.advance(1000)
+    await first
+    let started = false
+    const again = await outcome(
+      runner.run('stat', '/nfs/b', '/nfs', async () => {
+        started = true
+      }),
+    )
+    expect(started).toBe(false)
+    expect(again).toMatchObject({ code: 'ETIMEDOUT' })
+    expect((again as { message: string }).message).toContain('the filesystem at /nfs is not answering: stat /nfs/a has been blocked for')
+    expect(await runner.run('stat', '/var/lib/x', '/', async () => 'ok')).toBe('ok')
+    hung.resolve()
+    await clock.flush()
+    expect(await runner.run('stat', '/nfs/b', '/nfs', async () => 'back')).toBe('back')
+  })
+
+  it('refuses every call once maxStalledCalls threads are stalled, so the pool keeps free threads', async () => {
+    const { clock, runner } = harness(2)
+    const a = deferred<void>()
+    const b = deferred<void>()
+    const results = [outcome(runner.run('stat', '/a/x', '/a', () => a.promise)), outcome(runner.run('stat', '/b/x', '/b', () => b.promise))]
+    await clock.advance(1000)
+    await Promise.all(results)
+    expect(await outcome(runner.run('stat', '/c/x', '/c', async () => 'never'))).toMatchObject({ code: 'ETIMEDOUT', message: expect.stringContaining('2 calls are blocked in the kernel') })
+    a.resolve()
+    await clock.flush()
+    expect(await runner.run('stat', '/c/x', '/c', async () => 'ok')).toBe('ok')
+  })
+
+  it('uses the refined key once the call stalls', async () => {
+    const { clock, runner } = harness()
+    const hung = deferred<void>()
+    const first = outcome(runner.run('read', '/m/fifo', '/', () => hung.promise, async () => '/m'))
+    await clock.advance(1000)
+    await first
+    expect(runner.stalled()[0]?.key).toBe('/m')
+    expect(await runner.run('stat', '/other', '/', async () => 'root still usable')).toBe('root still usable')
+    hung.resolve()
+    await clock.flush()
+  })
+
+  it('passes a failure through unchanged', async () => {
+    const { runner } = harness()
+    const error = new HostError('ENOENT', 'stat', '/x')
+    await expect(runner.run('stat', '/x', '/', () => Promise.reject(error))).rejects.toBe(error)
+  })
+})

@@ -1,0 +1,259 @@
+/**
+ * The C library through koffi, loaded on first use: importing this package never loads the FFI
+ * library, so its pure parts (the mountinfo parser, option parsing) run anywhere.
+ *
+ * Every call that can block on I/O has an `async` form that runs on a libuv threadpool thread
+ * (koffi's `fn.async()` queues a napi async work item) and resolves with the return value and
+ * errno of that thread. koffi hands the worker's errno to the main thread before the callback runs;
+ * this was checked with hundreds of interleaved calls failing with different errnos.
+ *
+ * `ioctl` and `open` are variadic in C; koffi cannot call variadic functions asynchronously, so
+ * they are bound with a fixed third argument. That is sound on the 64-bit Linux ABIs (x86_64,
+ * aarch64, riscv64, ppc64le): the extra argument travels in the same register either way.
+ */
+import { createRequire } from 'node:module'
+import type * as Koffi from 'koffi'
+
+/** What a system call returned: `ret` < 0 means failure, and `errno` says why. */
+export interface SysResult {
+  readonly ret: number
+  readonly errno: number
+}
+
+/** `struct loop_info64` (linux/loop.h) as koffi decodes it. */
+export interface LoopInfo64 {
+  lo_device: number | bigint
+  lo_inode: number | bigint
+  lo_rdevice: number | bigint
+  lo_offset: number | bigint
+  lo_sizelimit: number | bigint
+  lo_number: number
+  lo_encrypt_type: number
+  lo_encrypt_key_size: number
+  lo_flags: number
+  lo_file_name: Uint8Array
+  lo_crypt_name: Uint8Array
+  lo_encrypt_key: Uint8Array
+  lo_init: (number | bigint)[]
+}
+
+/** `struct statfs` (64-bit layout). */
+export interface StatfsResult {
+  f_type: number
+  f_bsize: number
+  f_blocks: number | bigint
+  f_bfree: number | bigint
+  f_bavail: number | bigint
+  f_files: number | bigint
+  f_ffree: number | bigint
+  f_frsize: number
+  f_flags: number
+}
+
+/** The fields of `struct statx` kubevol reads. */
+export interface StatxResult {
+  stx_mask: number
+  stx_attributes: number | bigint
+  stx_mode: number
+  stx_ino: number | bigint
+  stx_dev_major: number
+  stx_dev_minor: number
+  stx_rdev_major: number
+  stx_rdev_minor: number
+  stx_attributes_mask: number | bigint
+}
+
+export interface PollFd {
+  fd: number
+  events: number
+  revents: number
+}
+
+type Out<T> = Partial<T>
+
+/** The bindings kubevol uses. Async members never block the event loop. */
+export interface Libc {
+  mount(source: string | null, target: string, fstype: string | null, flags: number, data: string | null): Promise<SysResult>
+  umount2(target: string, flags: number): Promise<SysResult>
+  open(path: string, flags: number, mode: number): Promise<SysResult>
+  openat(dirfd: number, path: string, flags: number, mode: number): Promise<SysResult>
+  close(fd: number): Promise<SysResult>
+  ioctl(fd: number, request: number, arg: number): Promise<SysResult>
+  ioctlGetLoopInfo(fd: number, request: number, info: Out<LoopInfo64>): Promise<SysResult>
+  ioctlSetLoopInfo(fd: number, request: number, info: Partial<LoopInfo64>): Promise<SysResult>
+  ioctlLoopConfig(fd: number, request: number, config: { fd: number; block_size: number; info: Partial<LoopInfo64> }): Promise<SysResult>
+  ioctlGetU64(fd: number, request: number, value: [number | bigint]): Promise<SysResult>
+  statfs(path: string, buf: Out<StatfsResult>): Promise<SysResult>
+  statx(dirfd: number, path: string, flags: number, mask: number, buf: Out<StatxResult>): Promise<SysResult>
+  mknod(path: string, mode: number, dev: number): Promise<SysResult>
+  /** Synchronous forms of calls that never block (poll with timeout 0) or that benchmarks compare. */
+  readonly sync: {
+    poll(fd: PollFd, nfds: number, timeoutMs: number): SysResult
+    close(fd: number): SysResult
+    getpid(): number
+    statfs(path: string, buf: Out<StatfsResult>): SysResult
+    mount(source: string | null, target: string, fstype: string | null, flags: number, data: string | null): SysResult
+    umount2(target: string, flags: number): SysResult
+    unshare(flags: number): SysResult
+  }
+  /** The async form of getpid, to measure the cost of one trip through the threadpool. */
+  getpidAsync(): Promise<number>
+}
+
+type KoffiModule = typeof Koffi
+type KoffiFunction = ReturnType<Koffi.LibraryHandle['func']>
+
+let loaded: Libc | undefined
+
+/** The koffi module, required on first use. */
+export function loadKoffi(): KoffiModule {
+  return createRequire(import.meta.url)('koffi') as KoffiModule
+}
+
+/** True once the bindings were created (tests check that importing the package does not). */
+export function isLibcLoaded(): boolean {
+  return loaded !== undefined
+}
+
+/**
+ * The bindings, created on first call. Throws when koffi or the C library cannot be loaded (not
+ * Linux, no prebuilt binary for this platform).
+ */
+export function libc(): Libc {
+  loaded ??= bind(loadKoffi())
+  return loaded
+}
+
+function bind(koffi: KoffiModule): Libc {
+  let lib: Koffi.LibraryHandle
+  try {
+    lib = koffi.load('libc.so.6')
+  } catch {
+    // musl and others: the symbols of the running program include the C library.
+    lib = koffi.load(null)
+  }
+  const LoopInfo = koffi.struct('kubevol_loop_info64', {
+    lo_device: 'uint64_t',
+    lo_inode: 'uint64_t',
+    lo_rdevice: 'uint64_t',
+    lo_offset: 'uint64_t',
+    lo_sizelimit: 'uint64_t',
+    lo_number: 'uint32_t',
+    lo_encrypt_type: 'uint32_t',
+    lo_encrypt_key_size: 'uint32_t',
+    lo_flags: 'uint32_t',
+    lo_file_name: koffi.array('uint8_t', 64, 'Typed'),
+    lo_crypt_name: koffi.array('uint8_t', 64, 'Typed'),
+    lo_encrypt_key: koffi.array('uint8_t', 32, 'Typed'),
+    lo_init: koffi.array('uint64_t', 2, 'Array'),
+  })
+  const LoopConfig = koffi.struct('kubevol_loop_config', {
+    fd: 'uint32_t',
+    block_size: 'uint32_t',
+    info: LoopInfo,
+    reserved: koffi.array('uint64_t', 8, 'Array'),
+  })
+  const Statfs = koffi.struct('kubevol_statfs', {
+    f_type: 'long',
+    f_bsize: 'long',
+    f_blocks: 'unsigned long',
+    f_bfree: 'unsigned long',
+    f_bavail: 'unsigned long',
+    f_files: 'unsigned long',
+    f_ffree: 'unsigned long',
+    f_fsid: koffi.array('int', 2, 'Array'),
+    f_namelen: 'long',
+    f_frsize: 'long',
+    f_flags: 'long',
+    f_spare: koffi.array('long', 4, 'Array'),
+  })
+  const Timestamp = koffi.struct('kubevol_statx_timestamp', { tv_sec: 'int64_t', tv_nsec: 'uint32_t', reserved: 'int32_t' })
+  const Statx = koffi.struct('kubevol_statx', {
+    stx_mask: 'uint32_t',
+    stx_blksize: 'uint32_t',
+    stx_attributes: 'uint64_t',
+    stx_nlink: 'uint32_t',
+    stx_uid: 'uint32_t',
+    stx_gid: 'uint32_t',
+    stx_mode: 'uint16_t',
+    spare0: 'uint16_t',
+    stx_ino: 'uint64_t',
+    stx_size: 'uint64_t',
+    stx_blocks: 'uint64_t',
+    stx_attributes_mask: 'uint64_t',
+    stx_atime: Timestamp,
+    stx_btime: Timestamp,
+    stx_ctime: Timestamp,
+    stx_mtime: Timestamp,
+    stx_rdev_major: 'uint32_t',
+    stx_rdev_minor: 'uint32_t',
+    stx_dev_major: 'uint32_t',
+    stx_dev_minor: 'uint32_t',
+    spare: koffi.array('uint64_t', 14, 'Array'),
+  })
+  const PollFd = koffi.struct('kubevol_pollfd', { fd: 'int', events: 'short', revents: 'short' })
+  if (koffi.sizeof(LoopInfo) !== 232 || koffi.sizeof(LoopConfig) !== 304 || koffi.sizeof(Statx) !== 256 || koffi.sizeof(Statfs) !== 120) {
+    throw new Error('kubevol: unexpected C struct layout (only 64-bit Linux is supported)')
+  }
+
+  const f = {
+    mount: lib.func('int mount(const char *source, const char *target, const char *fstype, unsigned long flags, const char *data)'),
+    umount2: lib.func('int umount2(const char *target, int flags)'),
+    open: lib.func('open', 'int', ['const char *', 'int', 'uint32_t']),
+    openat: lib.func('openat', 'int', ['int', 'const char *', 'int', 'uint32_t']),
+    close: lib.func('int close(int fd)'),
+    ioctl: lib.func('ioctl', 'int', ['int', 'unsigned long', 'unsigned long']),
+    ioctlGetLoopInfo: lib.func('ioctl', 'int', ['int', 'unsigned long', koffi.out(koffi.pointer(LoopInfo))]),
+    ioctlSetLoopInfo: lib.func('ioctl', 'int', ['int', 'unsigned long', koffi.pointer(LoopInfo)]),
+    ioctlLoopConfig: lib.func('ioctl', 'int', ['int', 'unsigned long', koffi.pointer(LoopConfig)]),
+    ioctlGetU64: lib.func('ioctl', 'int', ['int', 'unsigned long', koffi.out(koffi.pointer('uint64_t'))]),
+    statfs: lib.func('statfs', 'int', ['const char *', koffi.out(koffi.pointer(Statfs))]),
+    statx: lib.func('statx', 'int', ['int', 'const char *', 'int', 'unsigned int', koffi.out(koffi.pointer(Statx))]),
+    mknod: lib.func('mknod', 'int', ['const char *', 'uint32_t', 'uint64_t']),
+    poll: lib.func('poll', 'int', [koffi.inout(koffi.pointer(PollFd)), 'unsigned long', 'int']),
+    getpid: lib.func('int getpid()'),
+    unshare: lib.func('int unshare(int flags)'),
+  }
+
+  const async =
+    (fn: KoffiFunction) =>
+    (...args: unknown[]): Promise<SysResult> =>
+      new Promise((resolve, reject) => {
+        fn.async(...args, (err: unknown, ret: number) => {
+          if (err) reject(err)
+          else resolve({ ret, errno: ret < 0 ? koffi.errno() : 0 })
+        })
+      })
+  const sync =
+    (fn: KoffiFunction) =>
+    (...args: unknown[]): SysResult => {
+      const ret = fn(...args) as number
+      return { ret, errno: ret < 0 ? koffi.errno() : 0 }
+    }
+
+  return {
+    mount: async(f.mount),
+    umount2: async(f.umount2),
+    open: async(f.open),
+    openat: async(f.openat),
+    close: async(f.close),
+    ioctl: async(f.ioctl),
+    ioctlGetLoopInfo: async(f.ioctlGetLoopInfo),
+    ioctlSetLoopInfo: async(f.ioctlSetLoopInfo),
+    ioctlLoopConfig: async(f.ioctlLoopConfig),
+    ioctlGetU64: async(f.ioctlGetU64),
+    statfs: async(f.statfs),
+    statx: async(f.statx),
+    mknod: async(f.mknod),
+    getpidAsync: () => async(f.getpid)().then((r) => r.ret),
+    sync: {
+      poll: sync(f.poll),
+      close: sync(f.close),
+      getpid: () => f.getpid() as number,
+      statfs: sync(f.statfs),
+      mount: sync(f.mount),
+      umount2: sync(f.umount2),
+      unshare: sync(f.unshare),
+    },
+  } as Libc
+}

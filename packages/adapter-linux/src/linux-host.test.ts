@@ -1,0 +1,192 @@
+import { execFileSync } from 'node:child_process'
+import { readFileSync } from 'node:fs'
+import { expectHostError } from '@kubevol/core/testing/host-contract'
+import { expect, it } from 'vitest'
+import { describeAsRoot } from '../test/as-root.js'
+import { useLinuxHost } from '../test/harness.js'
+import { checkMountNamespace, checkRootPropagation } from './doctor.js'
+import { parseMountInfo } from './mountinfo.js'
+
+describeAsRoot('linux host: mounts on the real kernel', () => {
+  const h = useLinuxHost()
+
+  it('runs in a private mount namespace: a mount made here is not in the mount table of PID 1', async () => {
+    const { host, p } = h()
+    await host.mkdir(p('m'))
+    await host.mount({ source: 'tmpfs', target: p('m'), fstype: 'tmpfs' })
+    expect(parseMountInfo(readFileSync('/proc/self/mountinfo', 'utf8')).some((e) => e.target === p('m'))).toBe(true)
+    expect(parseMountInfo(readFileSync('/proc/1/mountinfo', 'utf8')).some((e) => e.target === p('m'))).toBe(false)
+    expect((await checkMountNamespace()).ok).toBe(false)
+  })
+
+  it('answers isMountPoint from one snapshot, read again only when the kernel reports a change', async () => {
+    const { host, p } = h()
+    await host.mkdir(p('m'))
+    await host.isMountPoint(p('m'))
+    const reads = host.mountTableReads
+    for (let i = 0; i < 20; i++) expect(await host.isMountPoint(p('m'))).toBe(false)
+    expect(host.mountTableReads).toBe(reads)
+    // A mount made behind the host's back (mount(8) in this namespace) is seen through poll(2).
+    execFileSync('mount', ['-t', 'tmpfs', 'tmpfs', p('m')])
+    expect(await host.isMountPoint(p('m'))).toBe(true)
+    expect(host.mountTableReads).toBe(reads + 1)
+    execFileSync('umount', [p('m')])
+    expect(await host.isMountPoint(p('m'))).toBe(false)
+  })
+
+  it('sees a bind mount of the same filesystem (invisible to the st_dev heuristic)', async () => {
+    const { host, p } = h()
+    await host.mkdir(p('src'))
+    await host.mkdir(p('dst'))
+    await host.mount({ source: p('src'), target: p('dst'), bind: true })
+    expect((await host.stat(p('dst')))?.dev).toBe((await host.stat(p('src')))?.dev)
+    expect(await host.isMountPoint(p('dst'))).toBe(true)
+  })
+
+  it('isMountPoint resolves symlinks in the parent and in the last component', async () => {
+    const { host, p } = h()
+    await host.mkdir(p('real', 'm'), { recursive: true })
+    await host.mount({ source: 'tmpfs', target: p('real', 'm'), fstype: 'tmpfs' })
+    await host.symlink(p('real'), p('alias'))
+    await host.symlink(p('real', 'm'), p('link-to-m'))
+    expect(await host.isMountPoint(p('alias', 'm'))).toBe(true)
+    expect(await host.isMountPoint(p('link-to-m'))).toBe(true)
+    expect(await host.isMountPoint(`${p('real')}/./m/`)).toBe(true)
+  })
+
+  it('handles mount points with spaces and backslashes (kernel octal escapes)', async () => {
+    const { host, p } = h()
+    const target = p('with space\\and backslash')
+    await host.mkdir(target)
+    await host.mount({ source: 'tmpfs', target, fstype: 'tmpfs' })
+    expect(await host.isMountPoint(target)).toBe(true)
+    expect((await host.mounts()).some((e) => e.target === target)).toBe(true)
+    await host.unmount(target)
+    expect(await host.isMountPoint(target)).toBe(false)
+  })
+
+  it('a read-only bind in one request is a bind plus a read-only remount; flags and data reach the kernel', async () => {
+    const { host, p } = h()
+    await host.mkdir(p('src'))
+    await host.mkdir(p('ro'))
+    await host.mkdir(p('t'))
+    await host.mount({ source: p('src'), target: p('ro'), bind: true, readOnly: true })
+    await expectHostError(host.writeFile(p('ro', 'f'), 'x'), 'EROFS')
+    await host.mount({ source: 'tmpfs', target: p('t'), fstype: 'tmpfs', options: ['size=2m', 'mode=0700', 'nosuid', 'nodev', 'defaults'] })
+    const entry = (await host.mounts()).findLast((e) => e.target === p('t'))
+    expect(entry?.options).toEqual(expect.arrayContaining(['nosuid', 'nodev']))
+    expect(entry?.superOptions).toEqual(expect.arrayContaining(['size=2048k', 'mode=700']))
+    expect((await host.stat(p('t')))?.mode).toBe(0o700)
+  })
+
+  it('keeps locked flags on a read-only bind of a nosuid,nodev,noexec mount', async () => {
+    const { host, p } = h()
+    await host.mkdir(p('locked'))
+    await host.mkdir(p('ro'))
+    await host.mount({ source: 'tmpfs', target: p('locked'), fstype: 'tmpfs', options: ['nosuid', 'nodev', 'noexec'] })
+    await host.mount({ source: p('locked'), target: p('ro'), bind: true, readOnly: true })
+    const entry = (await host.mounts()).findLast((e) => e.target === p('ro'))
+    expect(entry?.options).toEqual(expect.arrayContaining(['ro', 'nosuid', 'nodev', 'noexec']))
+  })
+
+  it('a failed mount names the call, the path and the kernel reason', async () => {
+    const { host, p } = h()
+    await host.mkdir(p('m'))
+    const error = await expectHostError(host.mount({ source: 'none', target: p('m'), fstype: 'no-such-fs' }), 'ENODEV')
+    expect(error.message).toBe(`ENODEV: mount ${p('m')}: mount -t no-such-fs none ${p('m')}: no such device`)
+  })
+
+  it('unmount does not follow a symlink by default (UMOUNT_NOFOLLOW)', async () => {
+    const { host, p } = h()
+    await host.mkdir(p('m'))
+    await host.mount({ source: 'tmpfs', target: p('m'), fstype: 'tmpfs' })
+    await host.symlink(p('m'), p('link'))
+    await expectHostError(host.unmount(p('link')), 'EINVAL')
+    await host.unmount(p('link'), { noFollow: false })
+    expect(await host.isMountPoint(p('m'))).toBe(false)
+  })
+
+  it('removeAll refuses a tree with a bind of the same filesystem inside and deletes nothing', async () => {
+    const { host, p } = h()
+    await host.mkdir(p('tree', 'a'), { recursive: true })
+    await host.writeFile(p('tree', 'keep'), 'x')
+    await host.mkdir(p('data'))
+    await host.writeFile(p('data', 'precious'), 'y')
+    await host.mount({ source: p('data'), target: p('tree', 'a'), bind: true })
+    const error = await expectHostError(host.removeAll(p('tree')), 'EBUSY')
+    expect(error.message).toContain(`${p('tree', 'a')} is a mount point`)
+    expect(await host.readdir(p('tree'))).toEqual(['a', 'keep'])
+    expect(await host.readdir(p('data'))).toEqual(['precious'])
+    await expectHostError(host.removeAll(p('tree', 'a')), 'EBUSY')
+  })
+
+  it('removeAll of a file bind-mount target fails with EBUSY; of a symlink removes only the link', async () => {
+    const { host, p } = h()
+    await host.writeFile(p('src'), 'x')
+    await host.writeFile(p('dst'), 'y')
+    await host.mount({ source: p('src'), target: p('dst'), bind: true })
+    await expectHostError(host.removeAll(p('dst')), 'EBUSY')
+    await host.mkdir(p('dir'))
+    await host.symlink(p('dir'), p('link'))
+    await host.removeAll(p('link'))
+    expect((await host.lstat(p('dir')))?.type).toBe('directory')
+  })
+
+  it('mountsOfDevice lists the mounts of a filesystem, binds included', async () => {
+    const { host, p } = h()
+    const loops = host.loopDevices
+    if (!loops) throw new Error('no loop devices on this machine')
+    await host.writeFile(p('disk.img'), new Uint8Array(16 * 2 ** 20))
+    const device = await loops.attach(p('disk.img'))
+    await host.filesystems.format(device, 'ext4')
+    await host.mkdir(p('disk'))
+    await host.mkdir(p('bind'))
+    await host.mount({ source: device, target: p('disk'), fstype: 'ext4' })
+    await host.mount({ source: p('disk'), target: p('bind'), bind: true })
+    expect((await host.mountsOfDevice(device)).map((e) => e.target)).toEqual([p('disk'), p('bind')])
+    await host.unmount(p('bind'))
+    await host.unmount(p('disk'))
+    expect(await host.mountsOfDevice(device)).toEqual([])
+    await loops.detach(device)
+  })
+
+  it('doctor: the root must be on a shared mount for volumes to reach containers', async () => {
+    const { host, p } = h()
+    await host.mkdir(p('root'))
+    await host.mount({ source: 'tmpfs', target: p('root'), fstype: 'tmpfs' })
+    expect(await checkRootPropagation(host, p('root', 'pods'))).toMatchObject({ ok: false })
+    await host.mount({ source: p('root'), target: p('root'), bind: true, remount: true, propagation: 'shared' })
+    expect(await checkRootPropagation(host, p('root', 'pods'))).toMatchObject({ ok: true })
+  })
+
+  it('statfs reports capacity, use and inodes of a sized tmpfs', async () => {
+    const { host, p } = h()
+    await host.mkdir(p('m'))
+    await host.mount({ source: 'tmpfs', target: p('m'), fstype: 'tmpfs', options: ['size=4m', 'nr_inodes=100'] })
+    await host.writeFile(p('m', 'f'), new Uint8Array(2 ** 20))
+    expect(await host.statfs(p('m'))).toEqual({
+      capacityBytes: 4 * 2 ** 20,
+      availableBytes: 3 * 2 ** 20,
+      usedBytes: 2 ** 20,
+      inodes: 100,
+      inodesFree: 98,
+      inodesUsed: 2,
+    })
+  })
+
+  it('selinux is enabled exactly when the enforce file exists', async () => {
+    const { host } = h()
+    const { createLinuxHost } = await import('./create-linux-host.js')
+    expect(await host.selinux.enabled()).toBe(readFileSyncExists('/sys/fs/selinux/enforce'))
+    expect(await createLinuxHost({ selinuxEnforcePath: '/proc/self/status' }).selinux.enabled()).toBe(true)
+  })
+})
+
+function readFileSyncExists(path: string): boolean {
+  try {
+    readFileSync(path)
+    return true
+  } catch {
+    return false
+  }
+}

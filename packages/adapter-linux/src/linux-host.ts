@@ -1,0 +1,320 @@
+/**
+ * The Linux host: the Host port on the real kernel. Files through node:fs/promises, mounts, loop
+ * devices and statfs through koffi, the mount table from /proc/self/mountinfo, filesystem tools by
+ * spawning them. Every call that may block runs off the main thread under a deadline.
+ */
+import { access, chmod, lchown, lstat, mkdir, open, readdir, readFile, readlink, realpath, rename, rmdir, stat, symlink, truncate, unlink, writeFile } from 'node:fs/promises'
+import { basename, dirname, posix } from 'node:path'
+import type {
+  BlockDevices,
+  FileInfo,
+  Filesystems,
+  FsStats,
+  Host,
+  LoopDevices,
+  MountEntry,
+  MountRequest,
+  SELinux,
+  SubPaths,
+  UnmountOptions,
+} from '@kubevol/core'
+import { HostError, joinPath } from '@kubevol/core'
+import { createBlockDevices } from './block-devices.js'
+import type { StalledCall } from './call-runner.js'
+import { CallRunner } from './call-runner.js'
+import * as c from './constants.js'
+import { spawnTools } from './exec.js'
+import { toFileInfo } from './file-info.js'
+import { createFilesystems } from './filesystems.js'
+import type { StatfsResult } from './libc.js'
+import { libc } from './libc.js'
+import { createLoopDevices } from './loop-devices.js'
+import type { MountCall } from './mount-options.js'
+import { describeMountCall, lockedFlags, planMount } from './mount-options.js'
+import { MountTable } from './mount-table.js'
+import type { LinuxMountEntry } from './mountinfo.js'
+import { containingMount, deviceNumber, mountsOfDevice } from './mountinfo.js'
+import type { LinuxHostOptions, ResolvedLinuxHostOptions } from './options.js'
+import { resolveLinuxHostOptions } from './options.js'
+import { removeAll } from './remove-all.js'
+import { toFsStats } from './statfs.js'
+import { createSubPaths } from './sub-paths.js'
+import type { Sys } from './sys.js'
+import { createSys } from './sys.js'
+
+const isMissing = (err: unknown): boolean => err instanceof HostError && err.code === 'ENOENT'
+
+/**
+ * The Host port on Linux. Create it with {@link createLinuxHost}. Needs root (CAP_SYS_ADMIN) for
+ * mounts and loop devices; file calls work for any user within their permissions.
+ */
+export class LinuxHost implements Host {
+  readonly blockDevices: BlockDevices
+  readonly filesystems: Filesystems
+  readonly subPaths: SubPaths
+  readonly selinux: SELinux
+  /** Present when the kernel has the loop driver (`/dev/loop-control`); see {@link createLinuxHost}. */
+  declare readonly loopDevices?: LoopDevices
+  readonly #options: ResolvedLinuxHostOptions
+  readonly #runner: CallRunner
+  readonly #sys: Sys
+  readonly #table: MountTable
+
+  constructor(options: LinuxHostOptions = {}, capabilities: { loopDevices: boolean } = { loopDevices: true }) {
+    this.#options = resolveLinuxHostOptions(options)
+    this.#runner = new CallRunner({ clock: this.#options.clock, timeoutMs: this.#options.callTimeoutMs, maxStalledCalls: this.#options.maxStalledCalls })
+    this.#sys = createSys(this.#runner, libc, {
+      keyOf: (path) => this.#keyOf(path),
+      freshKeyOf: async (path) => {
+        await this.#table.entries()
+        return this.#keyOf(path)
+      },
+    })
+    this.#table = new MountTable(libc, '/proc/self/mountinfo', () =>
+      this.#sys.fs('read', '/proc/self/mountinfo', () => readFile('/proc/self/mountinfo', 'utf8'), { key: '/proc' }),
+    )
+    const sys = this.#sys
+    if (capabilities.loopDevices) (this as { loopDevices?: LoopDevices }).loopDevices = createLoopDevices(sys)
+    this.blockDevices = createBlockDevices(sys)
+    this.filesystems = createFilesystems({
+      run: spawnTools(this.#options.toolTimeoutMs, this.#options.toolEnv),
+      requireDevice: async (device, syscall) => {
+        await sys.fs(syscall, device, () => stat(device))
+      },
+      isMounted: async (device) => (await this.mountsOfDevice(device)).length > 0,
+    })
+    this.subPaths = createSubPaths({ sys, remountReadOnly: (source, target) => this.#remountReadOnly(source, target) })
+    const enforce = this.#options.selinuxEnforcePath
+    this.selinux = {
+      enabled: () => sys.fs('access', enforce, () => access(enforce)).then(
+        () => true,
+        () => false,
+      ),
+    }
+  }
+
+  /** Calls past their deadline that have not returned (each holds a threadpool thread). */
+  stalledCalls(): readonly StalledCall[] {
+    return this.#runner.stalled()
+  }
+
+  /** How many times the mount table was read from the kernel (the snapshot is reused otherwise). */
+  get mountTableReads(): number {
+    return this.#table.reads
+  }
+
+  /** Releases the descriptor kept open on /proc/self/mountinfo. The host keeps working (it reopens). */
+  close(): void {
+    this.#table.close()
+  }
+
+  // ---- files ----
+
+  lstat(path: string): Promise<FileInfo | null> {
+    return this.#sys.fs('lstat', path, () => lstat(path)).then(toFileInfo, (err: unknown) => {
+      if (isMissing(err)) return null
+      throw err
+    })
+  }
+
+  stat(path: string): Promise<FileInfo | null> {
+    return this.#sys.fs('stat', path, () => stat(path)).then(toFileInfo, (err: unknown) => {
+      if (isMissing(err)) return null
+      throw err
+    })
+  }
+
+  async mkdir(path: string, options?: { readonly recursive?: boolean; readonly mode?: number }): Promise<void> {
+    const recursive = options?.recursive === true
+    await this.#sys.fs('mkdir', path, () => mkdir(path, { recursive, mode: options?.mode ?? 0o777 }))
+    // mkdir -p on an existing file: node says nothing, the port (like `mkdir -p`) says EEXIST.
+    if (recursive) {
+      const info = await this.stat(path)
+      if (info && info.type !== 'directory') throw new HostError('EEXIST', 'mkdir', path, 'file exists')
+    }
+  }
+
+  async readdir(path: string): Promise<readonly string[]> {
+    const names = await this.#sys.fs('readdir', path, () => readdir(path))
+    return names.sort()
+  }
+
+  readFile(path: string): Promise<Uint8Array> {
+    return this.#sys.fs('read', path, () => readFile(path))
+  }
+
+  async writeFile(path: string, data: Uint8Array | string, options?: { readonly mode?: number }): Promise<void> {
+    await this.#sys.fs('write', path, () => writeFile(path, data, { mode: options?.mode ?? 0o666 }))
+  }
+
+  async rename(from: string, to: string): Promise<void> {
+    await this.#sys.fs('rename', from, () => rename(from, to))
+  }
+
+  async symlink(target: string, path: string): Promise<void> {
+    await this.#sys.fs('symlink', path, () => symlink(target, path))
+  }
+
+  readlink(path: string): Promise<string> {
+    return this.#sys.fs('readlink', path, () => readlink(path))
+  }
+
+  async remove(path: string): Promise<void> {
+    // unlink(2) of a directory is EISDIR on Linux: then it is rmdir (EBUSY on a mount point, ENOTEMPTY).
+    await this.#sys.fs('unlink', path, () => unlink(path)).catch(async (err: unknown) => {
+      if (!(err instanceof HostError && err.code === 'EISDIR')) throw err
+      await this.#sys.fs('rmdir', path, () => rmdir(path))
+    })
+  }
+
+  removeAll(path: string): Promise<void> {
+    return removeAll({ sys: this.#sys, canonical: (p) => this.#canonical(p), mounts: () => this.mounts() }, path)
+  }
+
+  async chmod(path: string, mode: number): Promise<void> {
+    await this.#sys.fs('chmod', path, () => chmod(path, mode))
+  }
+
+  async lchown(path: string, uid: number, gid: number): Promise<void> {
+    await this.#sys.fs('lchown', path, () => lchown(path, uid, gid))
+  }
+
+  /** Appends (O_APPEND|O_CREAT, mode 0600); with `sync`, returns once the data is on stable storage (fdatasync). */
+  async appendFile(path: string, data: Uint8Array | string, options?: { readonly sync?: boolean }): Promise<void> {
+    await this.#sys.fs('append', path, async () => {
+      const handle = await open(path, 'a', 0o600)
+      try {
+        await (typeof data === 'string' ? handle.write(data) : handle.write(data))
+        if (options?.sync) await handle.datasync()
+      } finally {
+        await handle.close()
+      }
+    })
+  }
+
+  /** fsync(2) of a file: its data and metadata on stable storage. */
+  async syncFile(path: string): Promise<void> {
+    await this.#sys.fs('fsync', path, async () => {
+      const handle = await open(path, 'r')
+      try {
+        await handle.sync()
+      } finally {
+        await handle.close()
+      }
+    })
+  }
+
+  /** Sets the size of a regular file (a sparse extension or a cut). ENOENT when it does not exist. */
+  async truncate(path: string, size: number): Promise<void> {
+    await this.#sys.fs('truncate', path, () => truncate(path, size))
+  }
+
+  // ---- mounts ----
+
+  async mount(request: MountRequest): Promise<void> {
+    const calls = planMount(request)
+    // A hung mount blocks on its source (a dead NFS server), not on the directory it mounts onto.
+    const key = request.bind ? this.#keyOf(request.source) : request.remount ? this.#keyOf(request.target) : `mount:${request.source}`
+    try {
+      for (const [index, call] of calls.entries()) {
+        try {
+          await this.#mountCall(call, key)
+        } catch (err) {
+          // A bind that was meant to be read-only must not stay writable.
+          if (index > 0 && request.bind && !request.remount) await this.#detach(request.target)
+          throw err
+        }
+      }
+    } finally {
+      this.#table.invalidate()
+    }
+  }
+
+  async unmount(target: string, options?: UnmountOptions): Promise<void> {
+    const flags = (options?.lazy ? c.MNT_DETACH : 0) | (options?.noFollow === false ? 0 : c.UMOUNT_NOFOLLOW)
+    try {
+      await this.#sys.call('umount', target, (l) => l.umount2(target, flags))
+    } finally {
+      this.#table.invalidate()
+    }
+  }
+
+  /** The whole mount table (`/proc/self/mountinfo`), in mount order, with Linux's optional fields. */
+  mounts(): Promise<readonly LinuxMountEntry[]> {
+    return this.#table.entries()
+  }
+
+  /**
+   * True when `path` is a mount point. Answers from the mount table after resolving the parent
+   * directory, so the possibly hung filesystem mounted at `path` is never touched; only a path the
+   * table does not list is looked at (lstat, on the parent's filesystem). ENOENT when missing.
+   */
+  async isMountPoint(path: string): Promise<boolean> {
+    const where = await this.#canonical(path)
+    const entries = await this.#table.entries()
+    if (entries.some((e) => e.target === where)) return true
+    const info = await this.lstat(where)
+    if (!info) throw new HostError('ENOENT', 'isMountPoint', path, 'no such file or directory')
+    if (info.type !== 'symlink') return false
+    const resolved = await this.#sys.fs('realpath', where, () => realpath(where))
+    return entries.some((e) => e.target === resolved)
+  }
+
+  /** The mounts of the filesystem on `device` (a block device node), by its `major:minor`. */
+  async mountsOfDevice(device: string): Promise<readonly MountEntry[]> {
+    const info = await this.#sys.fs('stat', device, () => stat(device))
+    if (!info.isBlockDevice()) throw new HostError('ENOTBLK', 'stat', device, 'not a block device')
+    return mountsOfDevice(await this.#table.entries(), deviceNumber(info.rdev))
+  }
+
+  async statfs(path: string): Promise<FsStats> {
+    return toFsStats(await this.#statfs(path))
+  }
+
+  // ---- internals ----
+
+  async #statfs(path: string): Promise<Partial<StatfsResult>> {
+    const buf: Partial<StatfsResult> = {}
+    await this.#sys.call('statfs', path, (l) => l.statfs(path, buf))
+    return buf
+  }
+
+  async #mountCall(call: MountCall, key: string): Promise<void> {
+    let flags = call.flags
+    if (call.keepLockedFlags) flags |= lockedFlags(Number((await this.#statfs(call.target)).f_flags ?? 0))
+    const planned = { ...call, flags }
+    await this.#sys.call('mount', call.target, (l) => l.mount(planned.source, planned.target, planned.fstype, planned.flags, planned.data), {
+      key,
+      detail: describeMountCall(planned),
+    })
+  }
+
+  async #remountReadOnly(source: string, target: string): Promise<void> {
+    try {
+      await this.#mountCall({ source, target, fstype: null, flags: c.MS_BIND | c.MS_REMOUNT | c.MS_RDONLY, data: null, keepLockedFlags: true }, this.#keyOf(target))
+    } catch (err) {
+      await this.#detach(target)
+      throw err
+    } finally {
+      this.#table.invalidate()
+    }
+  }
+
+  async #detach(target: string): Promise<void> {
+    await this.#sys.call('umount', target, (l) => l.umount2(target, c.MNT_DETACH | c.UMOUNT_NOFOLLOW)).catch(() => undefined)
+  }
+
+  // `path` with its parent directory resolved; the last component is not followed.
+  async #canonical(path: string): Promise<string> {
+    const normalized = posix.resolve(path)
+    if (normalized === '/') return '/'
+    const parent = dirname(normalized)
+    const resolvedParent = await this.#sys.fs('realpath', parent, () => realpath(parent))
+    return joinPath(resolvedParent, basename(normalized))
+  }
+
+  // The filesystem a path is on, for quarantine: the target of the mount holding it in the last snapshot.
+  #keyOf(path: string): string {
+    return containingMount(this.#table.peek() ?? [], posix.resolve(path))?.target ?? '/'
+  }
+}

@@ -1,0 +1,102 @@
+import { execFileSync } from 'node:child_process'
+import { expectHostError } from '@kubevol/core/testing/host-contract'
+import { expect, it } from 'vitest'
+import { describeAsRoot } from '../test/as-root.js'
+import { useLinuxHost } from '../test/harness.js'
+import { loopFileName, makedev } from './loop-devices.js'
+
+const MiB = 2 ** 20
+
+it('makedev and the kernel file name field', () => {
+  expect(makedev(7, 3)).toBe(0x703)
+  expect(makedev(7, 256)).toBe(0x100700)
+  const name = loopFileName(`/${'x'.repeat(100)}`)
+  expect(name).toHaveLength(64)
+  expect(name[63]).toBe(0)
+})
+
+describeAsRoot('loop devices and block devices on the real kernel', () => {
+  const h = useLinuxHost()
+  const loops = () => {
+    const loopDevices = h().host.loopDevices
+    if (!loopDevices) throw new Error('this machine has no /dev/loop-control')
+    return loopDevices
+  }
+
+  it('attach is idempotent: the same file gives the same device, also through another path and concurrently', async () => {
+    const { host, p } = h()
+    await host.writeFile(p('disk.img'), new Uint8Array(8 * MiB))
+    await host.symlink(p('disk.img'), p('alias.img'))
+    const [a, b] = await Promise.all([loops().attach(p('disk.img')), loops().attach(p('disk.img'))])
+    expect(b).toBe(a)
+    expect(await loops().attach(p('alias.img'))).toBe(a)
+    expect(await loops().find(p('alias.img'))).toEqual([a])
+    // losetup agrees on the backing file.
+    expect(execFileSync('losetup', ['--noheadings', '-O', 'BACK-FILE', a as string], { encoding: 'utf8' }).trim()).toBe(p('disk.img'))
+    await loops().detach(a as string)
+    expect(await loops().find(p('disk.img'))).toEqual([])
+  })
+
+  it('find of a missing file is empty; attach of a missing file is ENOENT, of a directory EINVAL', async () => {
+    const { host, p } = h()
+    expect(await loops().find(p('missing.img'))).toEqual([])
+    await expectHostError(loops().attach(p('missing.img')), 'ENOENT')
+    await host.mkdir(p('dir'))
+    await expectHostError(loops().attach(p('dir')), 'EINVAL')
+  })
+
+  it('a read-only attach gives a read-only device', async () => {
+    const { host, p } = h()
+    await host.writeFile(p('disk.img'), new Uint8Array(4 * MiB))
+    const device = await loops().attach(p('disk.img'), { readOnly: true })
+    expect(execFileSync('blockdev', ['--getro', device], { encoding: 'utf8' }).trim()).toBe('1')
+    await loops().detach(device)
+  })
+
+  it('detach of a mounted device takes effect at the last unmount (autoclear)', async () => {
+    const { host, p } = h()
+    await host.writeFile(p('disk.img'), new Uint8Array(16 * MiB))
+    const device = await loops().attach(p('disk.img'))
+    await host.filesystems.format(device, 'ext4')
+    await host.mkdir(p('mnt'))
+    await host.mount({ source: device, target: p('mnt'), fstype: 'ext4' })
+    await loops().detach(device)
+    expect(await loops().find(p('disk.img'))).toEqual([device])
+    await host.unmount(p('mnt'))
+    await expect.poll(() => loops().find(p('disk.img'))).toEqual([])
+  })
+
+  it('blockDevices: size of a loop device, ENOTBLK for a file, ENOENT for a missing node; isOpen while mounted', async () => {
+    const { host, p } = h()
+    await host.writeFile(p('disk.img'), new Uint8Array(16 * MiB))
+    const device = await loops().attach(p('disk.img'))
+    expect(await host.blockDevices.size(device)).toBe(16 * MiB)
+    await expectHostError(host.blockDevices.size(p('disk.img')), 'ENOTBLK')
+    await expectHostError(host.blockDevices.size('/dev/no-such-device'), 'ENOENT')
+    expect(await host.blockDevices.isOpen(device)).toBe(false)
+    await host.filesystems.format(device, 'ext4')
+    await host.mkdir(p('mnt'))
+    await host.mount({ source: device, target: p('mnt'), fstype: 'ext4' })
+    expect(await host.blockDevices.isOpen(device)).toBe(true)
+    await host.unmount(p('mnt'))
+    expect(await host.blockDevices.isOpen(device)).toBe(false)
+    await loops().detach(device)
+  })
+
+  it('block mapping: the device node binds onto a file in the map path and stays a block device', async () => {
+    const { host, p } = h()
+    await host.writeFile(p('disk.img'), new Uint8Array(8 * MiB))
+    const device = await loops().attach(p('disk.img'))
+    await host.mkdir(p('map'))
+    await host.writeFile(p('map', 'pod-uid'), '')
+    await host.mount({ source: device, target: p('map', 'pod-uid'), bind: true })
+    const mapped = await host.stat(p('map', 'pod-uid'))
+    expect(mapped?.type).toBe('block-device')
+    expect(mapped?.rdev).toBe((await host.stat(device))?.rdev)
+    expect(await host.blockDevices.size(p('map', 'pod-uid'))).toBe(8 * MiB)
+    expect(await host.isMountPoint(p('map', 'pod-uid'))).toBe(true)
+    await host.unmount(p('map', 'pod-uid'))
+    await host.remove(p('map', 'pod-uid'))
+    await loops().detach(device)
+  })
+})

@@ -1,0 +1,107 @@
+/**
+ * The live mount table: one parsed snapshot of /proc/self/mountinfo, read again only when the
+ * kernel says the table changed.
+ *
+ * How the change is noticed: the kernel bumps a per-namespace event counter on every mount,
+ * unmount and propagation change, and poll(2) on an open mountinfo file reports POLLPRI|POLLERR
+ * when the counter moved since that file's last poll (fs/proc_namespace.c `mounts_poll`). kubevol
+ * keeps one descriptor open and polls it with a zero timeout before answering from the snapshot:
+ * a non-blocking call of about a microsecond on the main thread, no thread parked in poll, no timer.
+ * fs.watch cannot do this (inotify does not fire for /proc), and a thread blocked in poll(2) would
+ * hold one of the four libuv threads forever. The order (poll, then read) means a change that lands
+ * during a read is seen by the next poll, so the snapshot is never older than the last answer.
+ */
+import { closeSync, openSync } from 'node:fs'
+import { readFile } from 'node:fs/promises'
+import * as c from './constants.js'
+import type { Libc } from './libc.js'
+import type { LinuxMountEntry } from './mountinfo.js'
+import { parseMountInfo } from './mountinfo.js'
+
+/** Reads the table text; the host runs it with a deadline. */
+export type MountInfoReader = () => Promise<string>
+
+/** The snapshot and how it is kept fresh. */
+export class MountTable {
+  readonly #read: MountInfoReader
+  readonly #libc: () => Libc
+  readonly #path: string
+  #fd = -1
+  #current: readonly LinuxMountEntry[] | undefined
+  #stale = true
+  #reading: Promise<void> | undefined
+  #reads = 0
+
+  constructor(libcLoader: () => Libc, path = '/proc/self/mountinfo', read?: MountInfoReader) {
+    this.#libc = libcLoader
+    this.#path = path
+    this.#read = read ?? (() => readFile(path, 'utf8'))
+  }
+
+  /** How many times the table was read (a measure of how well the snapshot is reused). */
+  get reads(): number {
+    return this.#reads
+  }
+
+  /** The last snapshot, without checking for changes (may be undefined before the first read). */
+  peek(): readonly LinuxMountEntry[] | undefined {
+    return this.#current
+  }
+
+  /** Marks the snapshot stale (after a mount or unmount of our own; the poll would say so too). */
+  invalidate(): void {
+    this.#stale = true
+  }
+
+  /** The current table: the snapshot when the kernel reports no change, else a fresh read. */
+  async entries(): Promise<readonly LinuxMountEntry[]> {
+    // A burst of changes during reads could loop; three rounds always give a table no older than the call.
+    for (let round = 0; round < 3; round++) {
+      if (this.#changed()) this.#stale = true
+      if (!this.#stale && this.#current) return this.#current
+      if (!this.#reading) {
+        this.#stale = false
+        this.#reading = this.#refresh().finally(() => {
+          this.#reading = undefined
+        })
+      }
+      await this.#reading
+    }
+    return this.#current ?? []
+  }
+
+  /** Closes the descriptor kept for polling. */
+  close(): void {
+    if (this.#fd >= 0) closeSync(this.#fd)
+    this.#fd = -1
+  }
+
+  async #refresh(): Promise<void> {
+    try {
+      const text = await this.#read()
+      this.#reads++
+      this.#current = parseMountInfo(text)
+    } catch (err) {
+      this.#stale = true
+      throw err
+    }
+  }
+
+  // True when the kernel reports a change since the last poll (or when it cannot tell).
+  #changed(): boolean {
+    if (this.#fd < 0) {
+      try {
+        // Opened synchronously: opening a proc file does not block, and it happens once.
+        this.#fd = openSync(this.#path, 'r')
+      } catch {
+        return true
+      }
+      // Everything before the open is in the read that follows; later changes show in the poll.
+      return true
+    }
+    const pollfd = { fd: this.#fd, events: c.POLLPRI, revents: 0 }
+    const { ret } = this.#libc().sync.poll(pollfd, 1, 0)
+    if (ret < 0) return true
+    return ret > 0 && (pollfd.revents & (c.POLLPRI | c.POLLERR)) !== 0
+  }
+}

@@ -1,0 +1,87 @@
+import { expectHostError } from '@kubevol/core/testing/host-contract'
+import { expect, it } from 'vitest'
+import { describeAsRoot } from '../test/as-root.js'
+import { useLinuxHost } from '../test/harness.js'
+import { CallRunner } from './call-runner.js'
+import { libc } from './libc.js'
+import { systemClock } from '@kubevol/core'
+import { openBeneath } from './sub-paths.js'
+import { createSys } from './sys.js'
+
+const text = (bytes: Uint8Array) => new TextDecoder().decode(bytes)
+
+describeAsRoot('safe subPath binds on the real kernel', () => {
+  const h = useLinuxHost()
+
+  async function volume() {
+    const { host, p } = h()
+    await host.mkdir(p('vol', 'data', 'deep'), { recursive: true })
+    await host.writeFile(p('vol', 'data', 'deep', 'f'), 'inside')
+    await host.mkdir(p('secret'))
+    await host.writeFile(p('secret', 'key'), 'outside')
+    return { host, p }
+  }
+
+  it('binds a directory of the volume, creating the target; a read-only bind refuses writes', async () => {
+    const { host, p } = await volume()
+    await host.subPaths.bind(p('vol'), 'data', p('pod', 'sub'))
+    expect(await host.isMountPoint(p('pod', 'sub'))).toBe(true)
+    expect(text(await host.readFile(p('pod', 'sub', 'deep', 'f')))).toBe('inside')
+    await host.subPaths.bind(p('vol'), 'data/deep', p('pod', 'ro'), { readOnly: true })
+    await expectHostError(host.writeFile(p('pod', 'ro', 'g'), 'x'), 'EROFS')
+    expect((await host.mounts()).findLast((e) => e.target === p('pod', 'ro'))?.options).toContain('ro')
+    await host.unmount(p('pod', 'sub'))
+    expect((await host.stat(p('pod', 'sub')))?.mode).toBe(0o750)
+  })
+
+  it('binds a file of the volume onto a created file', async () => {
+    const { host, p } = await volume()
+    await host.subPaths.bind(p('vol'), 'data/deep/f', p('pod', 'file'))
+    expect(text(await host.readFile(p('pod', 'file')))).toBe('inside')
+    expect((await host.lstat(p('pod', 'file')))?.type).toBe('file')
+  })
+
+  it('follows a symlink that stays inside the volume', async () => {
+    const { host, p } = await volume()
+    await host.symlink('data/deep', p('vol', 'shortcut'))
+    await host.subPaths.bind(p('vol'), 'shortcut', p('pod', 'sub'))
+    expect(await host.readdir(p('pod', 'sub'))).toEqual(['f'])
+  })
+
+  it.each([
+    { case: 'an absolute symlink out of the volume', link: (root: string) => `${root}/secret`, subPath: 'escape' },
+    { case: 'a relative symlink out of the volume', link: () => '../secret', subPath: 'escape' },
+    { case: 'a symlink out in an intermediate component', link: () => '../secret', subPath: 'escape/key' },
+  ])('refuses $case with EACCES and mounts nothing', async ({ link, subPath }) => {
+    const { host, p } = await volume()
+    await host.symlink(link(h().root), p('vol', 'escape'))
+    const error = await expectHostError(host.subPaths.bind(p('vol'), subPath, p('pod', 'sub')), 'EACCES')
+    expect(error.message).toContain(`not within volume path "${p('vol')}"`)
+    expect((await host.mounts()).some((e) => e.target.startsWith(p('pod')))).toBe(false)
+  })
+
+  it('refuses a .. escape with EACCES', async () => {
+    const { host, p } = await volume()
+    await expectHostError(host.subPaths.bind(p('vol'), '../secret', p('pod', 'sub')), 'EACCES')
+    await expectHostError(host.subPaths.bind(p('vol'), 'data/../../secret/key', p('pod', 'sub')), 'EACCES')
+  })
+
+  it('the descriptor walk meets a symlink swapped in after the check (ELOOP), never follows it', async () => {
+    const { host, p } = await volume()
+    // What the walk sees when a container replaced `data` by a symlink between resolve and bind.
+    await host.rename(p('vol', 'data'), p('vol', 'moved'))
+    await host.symlink(p('secret'), p('vol', 'data'))
+    const sys = createSys(new CallRunner({ clock: systemClock, timeoutMs: 10_000, maxStalledCalls: 3 }), libc, { keyOf: () => '/', freshKeyOf: async () => '/' })
+    const error = await expectHostError(openBeneath(sys, p('vol'), 'data/deep'), 'ELOOP')
+    expect(error.message).toBe(`ELOOP: openat ${p('vol', 'data')}: symlink detected in subpath`)
+    await expectHostError(openBeneath(sys, p('vol'), 'moved/deep/f/x'), 'ENOTDIR')
+    const opened = await openBeneath(sys, p('vol'), 'moved/deep')
+    expect(opened.type).toBe('directory')
+    libc().sync.close(opened.fd)
+  })
+
+  it('a missing sub path is ENOENT', async () => {
+    const { host, p } = await volume()
+    await expectHostError(host.subPaths.bind(p('vol'), 'nope', p('pod', 'sub')), 'ENOENT')
+  })
+})

@@ -1,0 +1,77 @@
+/**
+ * The two ways the Linux host reaches the kernel, both off the main thread and under the
+ * deadline of a {@link CallRunner}: a C library call through koffi, or a node:fs/promises call.
+ * Failures become HostErrors carrying the call and the path.
+ */
+import { HostError } from '@kubevol/core'
+import type { CallRunner } from './call-runner.js'
+import { errnoError, toHostError } from './errno.js'
+import type { Libc, SysResult } from './libc.js'
+
+export interface SysCallOptions {
+  /** The filesystem the call may block on (for quarantine). @default the mount holding `path` */
+  readonly key?: string
+  /** Prefix of the error detail (`mount -t tmpfs tmpfs`). */
+  readonly detail?: string
+}
+
+/** What the host's parts use to reach the kernel. */
+export interface Sys {
+  /** A libc call; resolves with its non-negative return value, rejects with a HostError from errno. */
+  call(syscall: string, path: string, run: (libc: Libc) => Promise<SysResult>, options?: SysCallOptions): Promise<number>
+  /** A libc call whose failure the caller inspects itself (errno), still under the deadline. */
+  raw(syscall: string, path: string, run: (libc: Libc) => Promise<SysResult>, options?: SysCallOptions): Promise<SysResult>
+  /** A node:fs call; its error mapped to a HostError. */
+  fs<T>(syscall: string, path: string, run: () => Promise<T>, options?: SysCallOptions): Promise<T>
+  /** The bindings, loaded on first use (for synchronous, non-blocking calls). */
+  libc(): Libc
+}
+
+/** How the host names the filesystem a path is on: from the last snapshot, or from a fresh table. */
+export interface FilesystemKeys {
+  keyOf(path: string): string
+  freshKeyOf(path: string): Promise<string>
+}
+
+/** Builds a {@link Sys} over `runner`. */
+export function createSys(runner: CallRunner, loadLibc: () => Libc, keys: FilesystemKeys): Sys {
+  const refine = (path: string, options: SysCallOptions) => (options.key === undefined ? () => keys.freshKeyOf(path) : undefined)
+  const load = (syscall: string, path: string): Libc => {
+    try {
+      return loadLibc()
+    } catch (err) {
+      throw new HostError('ENOTSUP', syscall, path, `the FFI library could not be loaded: ${(err as Error).message}`, { cause: err })
+    }
+  }
+  return {
+    libc: loadLibc,
+    raw(syscall, path, run, options = {}) {
+      return runner.run(syscall, path, options.key ?? keys.keyOf(path), async () => run(load(syscall, path)), refine(path, options))
+    },
+    call(syscall, path, run, options = {}) {
+      return runner.run(
+        syscall,
+        path,
+        options.key ?? keys.keyOf(path),
+        async () => {
+          const { ret, errno } = await run(load(syscall, path))
+          if (ret < 0) throw errnoError(errno, syscall, path, options.detail)
+          return ret
+        },
+        refine(path, options),
+      )
+    },
+    fs(syscall, path, run, options = {}) {
+      return runner.run(
+        syscall,
+        path,
+        options.key ?? keys.keyOf(path),
+        () =>
+          run().catch((err: unknown) => {
+            throw toHostError(err, syscall, path)
+          }),
+        refine(path, options),
+      )
+    },
+  }
+}
