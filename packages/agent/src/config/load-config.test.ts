@@ -1,0 +1,72 @@
+import { describe, expect, it } from 'vitest'
+import { AgentConfigError, loadAgentConfig, resolveAgentConfig } from './load-config.js'
+
+const load = (argv: string[], env: Record<string, string> = {}, files: Record<string, string> = {}) =>
+  loadAgentConfig({
+    argv,
+    env,
+    hostname: () => 'My-Host',
+    readFile: (path) => {
+      const text = files[path]
+      if (text === undefined) throw new Error(`ENOENT: no such file, open '${path}'`)
+      return text
+    },
+  })
+
+async function problems(promise: Promise<unknown>) {
+  const err = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  )
+  expect(err).toBeInstanceOf(AgentConfigError)
+  return (err as AgentConfigError).problems
+}
+
+describe('loadAgentConfig', () => {
+  it('fills in the defaults, the host name as node name, and the mode-dependent ones', async () => {
+    const config = await load([])
+    expect(config).toMatchObject({ nodeName: 'my-host', mode: 'static', host: 'mock', rootDir: '/var/lib/kubevol', port: 10_280, address: '127.0.0.1' })
+    expect(config).toMatchObject({ controllerAttachDetach: false, postEvents: false, finalizePodDeletion: false })
+    expect(await load(['--mode=api'])).toMatchObject({ controllerAttachDetach: true, postEvents: true, finalizePodDeletion: true })
+    expect(await load(['--mode', 'api', '--no-controller-attach-detach'])).toMatchObject({ controllerAttachDetach: false })
+  })
+
+  it('lets flags win over the environment, which wins over the file', async () => {
+    const files = { '/etc/kubevol/agent.yaml': 'mode: api\nport: 1\nverbosity: 1\nnodeName: from-file\n' }
+    const config = await load(['--config=/etc/kubevol/agent.yaml', '--port', '3'], { KUBEVOL_PORT: '2', KUBEVOL_VERBOSITY: '5', NODE_NAME: 'from-env' }, files)
+    expect(config).toMatchObject({ mode: 'api', port: 3, verbosity: 5, nodeName: 'from-env' })
+  })
+
+  it.each([
+    ['an enum', ['--mode=cluster'], {}, { key: 'mode', value: 'cluster', source: '--mode', allowed: '"static" or "api"' }],
+    ['a number', [], { KUBEVOL_PORT: 'http' }, { key: 'port', value: 'http', source: 'KUBEVOL_PORT', allowed: 'an integer from 0 to 65535' }],
+    ['a boolean', ['--post-events=maybe'], {}, { key: 'postEvents', value: 'maybe', source: '--post-events', allowed: 'true or false' }],
+    ['a path', ['--root-dir=var/lib'], {}, { key: 'rootDir', value: 'var/lib', source: '--root-dir', allowed: 'an absolute path' }],
+    ['an unknown flag', ['--colour=red'], {}, { key: '--colour', value: 'red', source: 'the command line' }],
+  ])('refuses %s with the key, the value, where it came from and what is allowed', async (_name, argv, env, expected) => {
+    const [problem] = await problems(load(argv, env as Record<string, string>))
+    expect(problem).toMatchObject(expected)
+  })
+
+  it('names the file for a bad key or value in it', async () => {
+    const files = { '/c.yaml': 'verbosity: 11\ncolour: red\n' }
+    const list = await problems(load(['--config=/c.yaml'], {}, files))
+    expect(list.map((p) => [p.key, p.source])).toEqual([
+      ['colour', 'config file /c.yaml'],
+      ['verbosity', 'config file /c.yaml'],
+    ].sort((a, b) => (list.findIndex((p) => p.key === a[0]) - list.findIndex((p) => p.key === b[0]))))
+    const err = await load(['--config=/c.yaml'], {}, files).catch((e: Error) => e)
+    expect((err as Error).message).toContain('verbosity: 11 (from config file /c.yaml) is not allowed; allowed: an integer from 0 to 10')
+  })
+
+  it('refuses a missing or unreadable config file', async () => {
+    const [problem] = await problems(load(['--config=/nope.yaml']))
+    expect(problem).toMatchObject({ key: 'config', value: '/nope.yaml', allowed: expect.stringContaining('a readable file') })
+  })
+})
+
+describe('resolveAgentConfig', () => {
+  it('needs a node name', () => {
+    expect(() => resolveAgentConfig({} as never)).toThrow(/nodeName: undefined \(from startAgent\)/)
+  })
+})

@@ -1,0 +1,233 @@
+/**
+ * Configuration from defaults, an optional file, the environment and flags (each later one wins),
+ * validated against the option table. A bad value fails with the key, the value, where it came from
+ * and what is allowed.
+ */
+import { ConfigError } from '@kubevol/core'
+import { parse as parseYaml } from 'yaml'
+import type { z } from 'zod'
+import {
+  AGENT_OPTIONS,
+  type AgentConfigInput,
+  type AgentOption,
+  type ResolvedAgentConfig,
+  agentConfigSchema,
+  optionOf,
+  resolveModeDefaults,
+} from './options.js'
+
+/** One refused value. */
+export interface ConfigProblem {
+  /** The option key (`mode`), or the flag or variable when it names no option. */
+  readonly key: string
+  readonly value: unknown
+  /** `--mode`, `KUBEVOL_MODE`, `config file /etc/kubevol/agent.yaml`, or `startAgent`. */
+  readonly source: string
+  /** What is allowed, in words. */
+  readonly allowed: string
+}
+
+/** The configuration is invalid; `problems` lists every refused value. */
+export class AgentConfigError extends ConfigError {
+  readonly problems: readonly ConfigProblem[]
+  constructor(problems: readonly ConfigProblem[]) {
+    super(`invalid configuration:\n${problems.map((p) => `  ${formatProblem(p)}`).join('\n')}`)
+    this.problems = problems
+  }
+}
+
+function formatProblem(p: ConfigProblem): string {
+  return `${p.key}: ${JSON.stringify(p.value) ?? String(p.value)} (from ${p.source}) is not allowed; allowed: ${p.allowed}`
+}
+
+/** Where each key's value came from, for error messages. */
+type Sources = Map<string, string>
+
+/**
+ * Validates a configuration object and fills in the defaults. Throws {@link AgentConfigError}.
+ * `sources` says where each key came from (default: `startAgent`).
+ */
+export function resolveAgentConfig(input: AgentConfigInput, sources: Sources = new Map()): ResolvedAgentConfig {
+  const result = agentConfigSchema.safeParse(input)
+  if (!result.success) throw new AgentConfigError(problemsOf(result.error.issues, input as Record<string, unknown>, sources))
+  return resolveModeDefaults(result.data)
+}
+
+function problemsOf(issues: readonly z.core.$ZodIssue[], input: Record<string, unknown>, sources: Sources): ConfigProblem[] {
+  const problems: ConfigProblem[] = []
+  for (const issue of issues) {
+    if (issue.code === 'unrecognized_keys') {
+      for (const key of issue.keys) {
+        problems.push({ key, value: input[key], source: sources.get(key) ?? 'startAgent', allowed: `one of the keys ${AGENT_OPTIONS.map((o) => o.key).join(', ')}` })
+      }
+      continue
+    }
+    const key = String(issue.path[0] ?? '')
+    const option = optionOf(key)
+    problems.push({
+      key,
+      value: input[key],
+      source: sources.get(key) ?? 'startAgent',
+      allowed: option ? option.allowed : issue.message,
+    })
+  }
+  return problems
+}
+
+/** What {@link loadAgentConfig} reads. */
+export interface LoadConfigOptions {
+  /** Command-line arguments after the program name. */
+  readonly argv?: readonly string[]
+  /** @default {} (pass `process.env` in a process) */
+  readonly env?: Readonly<Record<string, string | undefined>>
+  /** Reads the config file. @default node:fs readFileSync */
+  readonly readFile?: (path: string) => string
+  /** The node name when none is configured. @default os.hostname() */
+  readonly hostname?: () => string
+}
+
+/**
+ * Builds the configuration from an optional file (`--config` / `KUBEVOL_CONFIG`), the environment
+ * (`KUBEVOL_*`, plus `NODE_NAME` as the DaemonSet sets it) and flags (`--node-name=n1` or
+ * `--node-name n1`; `--flag` / `--no-flag` for booleans). Throws {@link AgentConfigError}.
+ */
+export async function loadAgentConfig(options: LoadConfigOptions = {}): Promise<ResolvedAgentConfig> {
+  const env = options.env ?? {}
+  const problems: ConfigProblem[] = []
+  const fromFlags = parseFlags(options.argv ?? [], problems)
+  const fromEnv = parseEnv(env, problems)
+  const configPath = (fromFlags.values.config ?? fromEnv.values.config) as string | undefined
+  const merged: Record<string, unknown> = {}
+  const sources: Sources = new Map()
+  if (configPath !== undefined) {
+    const file = await readConfigFile(configPath, options.readFile, problems)
+    for (const [key, value] of Object.entries(file)) {
+      merged[key] = value
+      sources.set(key, `config file ${configPath}`)
+    }
+  }
+  for (const layer of [fromEnv, fromFlags]) {
+    for (const [key, value] of Object.entries(layer.values)) {
+      merged[key] = value
+      sources.set(key, layer.sources.get(key) ?? '')
+    }
+  }
+  if (merged.nodeName === undefined) {
+    const hostname = options.hostname ?? (await import('node:os')).hostname
+    merged.nodeName = hostname().toLowerCase()
+    sources.set('nodeName', 'the host name')
+  }
+  if (problems.length > 0) throw new AgentConfigError(problems)
+  return resolveAgentConfig(merged as AgentConfigInput, sources)
+}
+
+interface Layer {
+  readonly values: Record<string, unknown>
+  readonly sources: Map<string, string>
+}
+
+function convert(option: AgentOption, raw: string): unknown {
+  switch (option.kind) {
+    case 'integer':
+      return /^-?\d+$/.test(raw.trim()) ? Number(raw) : raw
+    case 'boolean': {
+      const lower = raw.trim().toLowerCase()
+      if (['true', '1', 'yes', 'on'].includes(lower)) return true
+      if (['false', '0', 'no', 'off'].includes(lower)) return false
+      return raw
+    }
+    default:
+      return raw
+  }
+}
+
+function parseFlags(argv: readonly string[], problems: ConfigProblem[]): Layer {
+  const values: Record<string, unknown> = {}
+  const sources = new Map<string, string>()
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i] as string
+    if (!arg.startsWith('--')) {
+      problems.push({ key: arg, value: arg, source: 'the command line', allowed: 'flags of the form --name=value' })
+      continue
+    }
+    const eq = arg.indexOf('=')
+    let name = eq >= 0 ? arg.slice(0, eq) : arg
+    let raw: string | undefined = eq >= 0 ? arg.slice(eq + 1) : undefined
+    let negated = false
+    let option = AGENT_OPTIONS.find((o) => o.flag === name)
+    if (!option && name.startsWith('--no-')) {
+      option = AGENT_OPTIONS.find((o) => o.flag === `--${name.slice(5)}` && o.kind === 'boolean')
+      negated = option !== undefined
+      if (negated) name = `--${name.slice(5)}`
+    }
+    if (!option) {
+      problems.push({ key: name, value: raw ?? true, source: 'the command line', allowed: `one of the flags ${AGENT_OPTIONS.map((o) => o.flag).join(', ')}` })
+      continue
+    }
+    if (option.kind === 'boolean' && raw === undefined) {
+      raw = negated ? 'false' : 'true'
+    } else if (raw === undefined) {
+      const next = argv[i + 1]
+      if (next === undefined || next.startsWith('--')) {
+        problems.push({ key: option.key, value: undefined, source: name, allowed: option.allowed })
+        continue
+      }
+      raw = next
+      i++
+    }
+    values[option.key] = convert(option, raw)
+    sources.set(option.key, name)
+  }
+  return { values, sources }
+}
+
+function parseEnv(env: Readonly<Record<string, string | undefined>>, _problems: ConfigProblem[]): Layer {
+  const values: Record<string, unknown> = {}
+  const sources = new Map<string, string>()
+  // NODE_NAME is what a DaemonSet's downward API usually sets; KUBEVOL_NODE_NAME wins over it.
+  if (env.NODE_NAME) {
+    values.nodeName = env.NODE_NAME
+    sources.set('nodeName', 'NODE_NAME')
+  }
+  for (const option of AGENT_OPTIONS) {
+    const raw = env[option.env]
+    if (raw === undefined || raw === '') continue
+    values[option.key] = convert(option, raw)
+    sources.set(option.key, option.env)
+  }
+  return { values, sources }
+}
+
+async function readConfigFile(path: string, readFile: LoadConfigOptions['readFile'], problems: ConfigProblem[]): Promise<Record<string, unknown>> {
+  let text: string
+  try {
+    text = readFile ? readFile(path) : (await import('node:fs')).readFileSync(path, 'utf8')
+  } catch (err) {
+    problems.push({ key: 'config', value: path, source: 'the config path', allowed: `a readable file (${err instanceof Error ? err.message : String(err)})` })
+    return {}
+  }
+  let parsed: unknown
+  try {
+    parsed = parseYaml(text)
+  } catch (err) {
+    problems.push({ key: 'config', value: path, source: 'the config path', allowed: `a YAML or JSON file (${err instanceof Error ? err.message.split('\n')[0] : String(err)})` })
+    return {}
+  }
+  if (parsed === null || parsed === undefined) return {}
+  if (typeof parsed !== 'object' || Array.isArray(parsed)) {
+    problems.push({ key: 'config', value: path, source: 'the config path', allowed: 'a file holding one mapping of option keys to values' })
+    return {}
+  }
+  return parsed as Record<string, unknown>
+}
+
+/** Help text listing every option with its flag, variable and default. */
+export function configHelp(): string {
+  const lines = ['Options (flag, environment variable; flags win over the environment, which wins over --config):', '']
+  for (const o of AGENT_OPTIONS) {
+    lines.push(`  ${o.flag}  (${o.env})`)
+    lines.push(`      ${o.description}`)
+    lines.push(`      allowed: ${o.allowed}; default: ${o.defaultText}`)
+  }
+  return lines.join('\n')
+}

@@ -1,0 +1,128 @@
+/**
+ * The agent's options: one table that gives each key its flag, environment variable, schema, default
+ * and the words used when a value is refused. The loader, the validator and the help text all read it.
+ */
+import { z } from 'zod'
+
+/** How a flag or environment value (always a string) is turned into the option's type. */
+export type OptionKind = 'string' | 'integer' | 'boolean' | 'enum'
+
+/** One option of the agent. */
+export interface AgentOption {
+  readonly key: keyof AgentConfig
+  readonly kind: OptionKind
+  /** `--node-name` */
+  readonly flag: string
+  /** `KUBEVOL_NODE_NAME` */
+  readonly env: string
+  readonly description: string
+  /** What is allowed, in words, for error messages: `"static" or "api"`. */
+  readonly allowed: string
+  /** The default, in words, for help text. */
+  readonly defaultText: string
+}
+
+const millis = (min: number) => z.number().int().min(min)
+const mode = z.enum(['static', 'api'])
+const hostKind = z.enum(['mock', 'linux'])
+const logFormat = z.enum(['auto', 'json', 'text'])
+
+/**
+ * The schema of a complete configuration. Every key has its default here, so parsing `{}` gives the
+ * agent's defaults (mode-dependent ones, marked "per mode", are resolved in {@link resolveModeDefaults}).
+ */
+export const agentConfigSchema = z
+  .object({
+    nodeName: z.string().min(1).max(253),
+    mode: mode.default('static'),
+    host: hostKind.default('mock'),
+    rootDir: z.string().startsWith('/').default('/var/lib/kubevol'),
+    manifestDir: z.string().startsWith('/').default('/etc/kubevol/manifests'),
+    manifestRescanMs: millis(10).default(20_000),
+    controllerAttachDetach: z.boolean().optional(),
+    kubeconfig: z.string().min(1).optional(),
+    objectCacheTtlMs: millis(0).default(5_000),
+    nodeStatusPeriodMs: millis(10).default(10_000),
+    watchRetryMs: millis(1).default(1_000),
+    address: z.string().min(1).default('127.0.0.1'),
+    port: z.number().int().min(0).max(65_535).default(10_280),
+    authTokenFile: z.string().min(1).optional(),
+    logFormat: logFormat.default('auto'),
+    verbosity: z.number().int().min(0).max(10).default(2),
+    eventsKept: z.number().int().min(1).default(1_000),
+    postEvents: z.boolean().optional(),
+    finalizePodDeletion: z.boolean().optional(),
+    statsPeriodMs: millis(0).default(60_000),
+    podSyncRetryMs: millis(1).default(10_000),
+    podSyncTimeoutMs: millis(1).default(123_000),
+    shutdownGraceMs: millis(0).default(10_000),
+    config: z.string().min(1).optional(),
+  })
+  .strict()
+
+/** The agent's configuration as `startAgent` takes it (defaults filled in). */
+export type AgentConfig = z.output<typeof agentConfigSchema>
+/** The agent's configuration as given: only `nodeName` is required. */
+export type AgentConfigInput = z.input<typeof agentConfigSchema>
+
+/** The configuration with the mode-dependent defaults resolved. */
+export type ResolvedAgentConfig = AgentConfig & {
+  readonly controllerAttachDetach: boolean
+  readonly postEvents: boolean
+  readonly finalizePodDeletion: boolean
+}
+
+/**
+ * Static mode has no attach/detach controller, so kubevol attaches itself; API mode follows the
+ * kubelet (the controller attaches). Events are posted and pods finalized only where there is an API.
+ */
+export function resolveModeDefaults(config: AgentConfig): ResolvedAgentConfig {
+  const api = config.mode === 'api'
+  return {
+    ...config,
+    controllerAttachDetach: config.controllerAttachDetach ?? api,
+    postEvents: config.postEvents ?? api,
+    finalizePodDeletion: config.finalizePodDeletion ?? api,
+  }
+}
+
+function option(key: keyof AgentConfig, kind: OptionKind, description: string, allowed: string, defaultText: string): AgentOption {
+  const kebab = key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)
+  const snake = key.replace(/[A-Z]/g, (c) => `_${c}`).toUpperCase()
+  return { key, kind, flag: `--${kebab}`, env: `KUBEVOL_${snake}`, description, allowed, defaultText }
+}
+
+const ms = 'an integer number of milliseconds'
+
+/** Every option, in the order help text lists them. */
+export const AGENT_OPTIONS: readonly AgentOption[] = [
+  option('nodeName', 'string', "This node's name (pods of other nodes are ignored).", 'a non-empty name of at most 253 characters', 'the host name'),
+  option('mode', 'enum', 'Where pods come from: a manifest directory, or the Kubernetes API.', '"static" or "api"', 'static'),
+  option('host', 'enum', 'The host adapter: in memory, or the real Linux host (root).', '"mock" or "linux"', 'mock'),
+  option('rootDir', 'string', 'The root directory of pod volumes (the kubelet\'s is /var/lib/kubelet).', 'an absolute path', '/var/lib/kubevol'),
+  option('manifestDir', 'string', 'Static mode: the directory of Pod, PVC, PV, ConfigMap, Secret and CSIDriver manifests.', 'an absolute path', '/etc/kubevol/manifests'),
+  option('manifestRescanMs', 'integer', 'Static mode: how often the manifest directory is read again besides watching it.', `${ms}, at least 10`, '20000'),
+  option('controllerAttachDetach', 'boolean', 'An attach/detach controller attaches volumes (kubevol waits); false: kubevol attaches itself.', 'true or false', 'false in static mode, true in API mode'),
+  option('kubeconfig', 'string', 'API mode: the kubeconfig file.', 'a file path', 'in-cluster config, else $KUBECONFIG or ~/.kube/config'),
+  option('objectCacheTtlMs', 'integer', 'API mode: how long a PVC, PV, ConfigMap, Secret or CSIDriver read is reused.', `${ms}, 0 or more`, '5000'),
+  option('nodeStatusPeriodMs', 'integer', 'API mode: how often node.status.volumesInUse is checked besides on every change.', `${ms}, at least 10`, '10000'),
+  option('watchRetryMs', 'integer', 'API mode: the first delay before a failed list or watch is started again (doubling up to 30 s).', `${ms}, at least 1`, '1000'),
+  option('address', 'string', 'The address of the HTTP status endpoints.', 'an IP address or host name', '127.0.0.1'),
+  option('port', 'integer', 'The port of the HTTP status endpoints (0: any free port).', 'an integer from 0 to 65535', '10280'),
+  option('authTokenFile', 'string', 'A file holding the bearer token every endpoint but /livez and /readyz requires.', 'a file path', 'none (no token)'),
+  option('logFormat', 'enum', 'Log format: JSON lines, or text for people.', '"auto", "json" or "text"', 'auto (text on a terminal, JSON otherwise)'),
+  option('verbosity', 'integer', "The kubelet's -v: 0-3 info, 4-10 debug.", 'an integer from 0 to 10', '2'),
+  option('eventsKept', 'integer', 'How many events are kept in memory for /v1/events.', 'an integer of at least 1', '1000'),
+  option('postEvents', 'boolean', 'Post events to the API (core/v1 Events).', 'true or false', 'true in API mode'),
+  option('finalizePodDeletion', 'boolean', "API mode: delete a terminating pod's object (grace 0) once its volumes are unmounted, as the kubelet does.", 'true or false', 'true in API mode'),
+  option('statsPeriodMs', 'integer', 'How often volume usage is collected for kubelet_volume_stats_* (0: never).', `${ms}, 0 or more`, '60000'),
+  option('podSyncRetryMs', 'integer', "The first delay before a pod whose volumes failed is synced again (the kubelet's pod worker backoff, doubling up to 5 min).", `${ms}, at least 1`, '10000'),
+  option('podSyncTimeoutMs', 'integer', 'How long one pod sync waits for its volumes.', `${ms}, at least 1`, '123000'),
+  option('shutdownGraceMs', 'integer', 'On shutdown, how long running operations may finish before they are abandoned.', `${ms}, 0 or more`, '10000'),
+  option('config', 'string', 'A YAML or JSON file with any of these keys (flags and environment win over it).', 'a file path', 'none'),
+]
+
+/** The option of a key. */
+export function optionOf(key: string): AgentOption | undefined {
+  return AGENT_OPTIONS.find((o) => o.key === key)
+}

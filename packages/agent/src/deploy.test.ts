@@ -1,0 +1,35 @@
+/**
+ * The files in deploy/ stay in step with the agent: every manifest parses, the DaemonSet's flags are
+ * ones the agent accepts, and the static-mode example is a valid manifest.
+ */
+import { readFileSync, readdirSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
+import { parseAllDocuments } from 'yaml'
+import { describe, expect, it } from 'vitest'
+import { loadAgentConfig } from './config/load-config.js'
+import { parseManifests } from './sources/manifest-parser.js'
+
+const deploy = fileURLToPath(new URL('../../../deploy/', import.meta.url))
+const read = (name: string) => readFileSync(`${deploy}${name}`, 'utf8')
+
+describe('deploy/', () => {
+  it.each(readdirSync(deploy).filter((f) => f.endsWith('.yaml')))('%s is valid YAML', (name) => {
+    const docs = parseAllDocuments(read(name))
+    expect(Array.isArray(docs) ? docs.flatMap((d) => d.errors) : []).toEqual([])
+  })
+
+  it('runs the DaemonSet with flags the agent accepts, privileged, with Bidirectional propagation for the root directory', async () => {
+    const [ds] = parseAllDocuments(read('daemonset.yaml')).map((d) => d.toJS())
+    const container = ds.spec.template.spec.containers[0]
+    const config = await loadAgentConfig({ argv: container.args, env: { NODE_NAME: 'n1' } })
+    expect(config).toMatchObject({ mode: 'api', host: 'linux', rootDir: '/var/lib/kubevol', controllerAttachDetach: true })
+    expect(container.securityContext.privileged).toBe(true)
+    const rootMount = container.volumeMounts.find((m: { mountPath: string }) => m.mountPath === config.rootDir)
+    expect(rootMount.mountPropagation).toBe('Bidirectional')
+    expect(ds.spec.template.spec.hostPID).toBeUndefined()
+  })
+
+  it('gives the static-mode example as a valid manifest', () => {
+    expect(parseManifests(read('examples/static-pod.yaml'), 'static-pod.yaml').errors).toEqual([])
+  })
+})

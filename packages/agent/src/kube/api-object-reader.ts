@@ -1,0 +1,153 @@
+/**
+ * API mode's object reader: PVCs, PVs, ConfigMaps, Secrets and CSIDrivers read by name (the only
+ * reads the Node authorizer allows a node: the objects its pods reference), each kept for a short
+ * TTL, and this node's Node object from a watch (its `status.volumesAttached` holds the device paths
+ * of controller-attached volumes).
+ */
+import type { V1Node } from '@kubernetes/client-node'
+import {
+  type CSIDriver,
+  type Clock,
+  type ConfigMap,
+  type Logger,
+  type Node,
+  NotFoundError,
+  type ObjectReader,
+  type PersistentVolume,
+  type PersistentVolumeClaim,
+  type Secret,
+  systemClock,
+} from '@kubevol/core'
+import { type Informer, createInformer } from './informer.js'
+import { type KubeClients, apiErrorMessage, statusCodeOf, toPlain } from './kube-client.js'
+
+export interface ApiObjectReaderOptions {
+  readonly clients: KubeClients
+  readonly nodeName: string
+  /** How long a read is reused; 0 reads every time. */
+  readonly ttlMs: number
+  readonly retryMs: number
+  readonly logger: Logger
+  /** @default systemClock */
+  readonly clock?: Clock
+  readonly onRestart?: (resource: string, reason: string) => void
+}
+
+export interface ApiObjectReader extends ObjectReader {
+  subscribe(listener: () => void): () => void
+  /** Watches this node's Node object. */
+  readonly nodeInformer: Informer
+  /**
+   * A VolumeAttachment by name (`storage.k8s.io/v1`), for CSI attach; not part of the core's
+   * ObjectReader port yet.
+   */
+  getVolumeAttachment(name: string): Promise<Record<string, unknown>>
+  /** Forgets every cached read. */
+  invalidate(): void
+  /** Number of cached reads (for status). */
+  readonly cached: number
+}
+
+interface Entry {
+  readonly at: number
+  readonly promise: Promise<unknown>
+  /** The resourceVersion seen, to tell a changed object from a re-read one. */
+  version?: string
+}
+
+/** Creates the reader; `nodeInformer.start()` begins watching the node. */
+export function createApiObjectReader(options: ApiObjectReaderOptions): ApiObjectReader {
+  const { clients, nodeName, logger } = options
+  const clock = options.clock ?? systemClock
+  const cache = new Map<string, Entry>()
+  const versions = new Map<string, string>()
+  const listeners = new Set<() => void>()
+  let node: Node | undefined
+
+  const notify = (): void => {
+    for (const listener of [...listeners]) listener()
+  }
+
+  /** Reads through the cache; a changed resourceVersion since the last read is announced. */
+  const read = <T>(resource: string, namespace: string | undefined, name: string, fetch: () => Promise<unknown>): Promise<T> => {
+    const key = `${resource}/${namespace ?? ''}/${name}`
+    const now = clock.now()
+    const hit = cache.get(key)
+    if (hit && now - hit.at < options.ttlMs) return hit.promise as Promise<T>
+    const promise = fetch().then(
+      (value) => {
+        const plain = toPlain<{ metadata?: { resourceVersion?: string } }>(value)
+        const version = plain.metadata?.resourceVersion ?? ''
+        const before = versions.get(key)
+        versions.set(key, version)
+        if (before !== undefined && before !== version) queueMicrotask(notify)
+        return plain
+      },
+      (err: unknown) => {
+        // Failures are not kept: the next read asks again.
+        cache.delete(key)
+        if (statusCodeOf(err) === 404) {
+          if (versions.delete(key)) queueMicrotask(notify)
+          throw new NotFoundError(resource, name, { cause: err })
+        }
+        throw new Error(`reading ${resource} ${namespace ? `${namespace}/` : ''}${name}: ${apiErrorMessage(err)}`, { cause: err })
+      },
+    )
+    if (options.ttlMs > 0) cache.set(key, { at: now, promise })
+    return promise as Promise<T>
+  }
+
+  const nodeSelector = `metadata.name=${nodeName}`
+  const nodeInformer = createInformer<V1Node>({
+    resource: 'nodes',
+    path: '/api/v1/nodes',
+    watch: clients.watch,
+    list: () => clients.core.listNode({ fieldSelector: nodeSelector }),
+    fieldSelector: nodeSelector,
+    retryMs: options.retryMs,
+    logger,
+    onList(items) {
+      node = items.find((n) => n.metadata?.name === nodeName) as Node | undefined
+    },
+    onUpsert(object) {
+      if (object.metadata?.name === nodeName) node = object as Node
+    },
+    onDelete(object) {
+      if (object.metadata?.name === nodeName) node = undefined
+    },
+    onRestart: (reason) => options.onRestart?.('nodes', reason),
+  })
+
+  const { core, storage } = clients
+  return {
+    nodeInformer,
+    get cached() {
+      return cache.size
+    },
+    getPersistentVolumeClaim: (namespace, name) =>
+      read<PersistentVolumeClaim>('persistentvolumeclaims', namespace, name, () => core.readNamespacedPersistentVolumeClaim({ namespace, name })),
+    getPersistentVolume: (name) => read<PersistentVolume>('persistentvolumes', undefined, name, () => core.readPersistentVolume({ name })),
+    getConfigMap: (namespace, name) => read<ConfigMap>('configmaps', namespace, name, () => core.readNamespacedConfigMap({ namespace, name })),
+    getSecret: (namespace, name) => read<Secret>('secrets', namespace, name, () => core.readNamespacedSecret({ namespace, name })),
+    getCSIDriver: (name) => read<CSIDriver>('csidrivers.storage.k8s.io', undefined, name, () => storage.readCSIDriver({ name })),
+    getVolumeAttachment: (name) =>
+      read<Record<string, unknown>>('volumeattachments.storage.k8s.io', undefined, name, () => storage.readVolumeAttachment({ name })),
+    async getNode(name) {
+      // The watched copy is current to the last event; before the first list, ask the server.
+      if (name === nodeName && node && nodeInformer.synced()) return node
+      try {
+        return toPlain<Node>(await core.readNode({ name }))
+      } catch (err) {
+        if (statusCodeOf(err) === 404) throw new NotFoundError('nodes', name, { cause: err })
+        throw new Error(`reading node ${name}: ${apiErrorMessage(err)}`, { cause: err })
+      }
+    },
+    subscribe(listener) {
+      listeners.add(listener)
+      return () => listeners.delete(listener)
+    },
+    invalidate() {
+      cache.clear()
+    },
+  }
+}

@@ -1,0 +1,97 @@
+/**
+ * A list+watch of one resource that keeps going: client-node's `ListWatch` (which, unlike
+ * `makeInformer`, keeps the field selector a node identity needs), restarted after every error with
+ * a doubling delay. A 410 Expired (an ERROR event in the stream, or an HTTP 410) makes ListWatch
+ * list again from scratch; a list or watch that fails otherwise stops it, which is why this exists.
+ */
+import { ListWatch, type Watch } from '@kubernetes/client-node'
+import type { KubernetesObject } from '@kubernetes/client-node'
+import { type Logger, errorMessage } from '@kubevol/core'
+import { apiErrorMessage, statusCodeOf, toPlain } from './kube-client.js'
+
+export interface InformerOptions<T extends KubernetesObject> {
+  /** For logs and metrics: `pods`, `nodes`. */
+  readonly resource: string
+  /** The collection path: `/api/v1/pods`. */
+  readonly path: string
+  readonly watch: Watch
+  /** The list call, with the same field selector. */
+  readonly list: () => Promise<{ items: T[]; metadata?: { resourceVersion?: string } }>
+  readonly fieldSelector?: string
+  /** First delay before a restart; doubles up to `maxRetryMs`. */
+  readonly retryMs: number
+  /** @default 30000 */
+  readonly maxRetryMs?: number
+  readonly logger: Logger
+  /** Every full list (plain JSON items), before its items are announced one by one. */
+  onList(items: T[]): void
+  onUpsert(object: T): void
+  onDelete(object: T): void
+  /** A restart was scheduled (for metrics): `error`, `forbidden`, ... */
+  onRestart?(reason: string): void
+}
+
+export interface Informer {
+  /** Lists and starts watching. Resolves once the first list was tried (it may have failed: see `synced`). */
+  start(): Promise<void>
+  stop(): Promise<void>
+  /** A list has succeeded since start. */
+  synced(): boolean
+}
+
+/** Creates a self-restarting list+watch. Nothing runs before `start()`. */
+export function createInformer<T extends KubernetesObject>(options: InformerOptions<T>): Informer {
+  const { logger, resource } = options
+  const maxRetryMs = options.maxRetryMs ?? 30_000
+  let stopped = true
+  let synced = false
+  let attempt = 0
+  let timer: NodeJS.Timeout | undefined
+
+  const listFn = async () => {
+    const list = await options.list()
+    const items = list.items.map((item) => toPlain<T>(item))
+    synced = true
+    attempt = 0
+    options.onList(items)
+    return { ...list, items }
+  }
+  const lw = new ListWatch<T>(options.path, options.watch, listFn, false, undefined, options.fieldSelector)
+  const seen = (object: T): void => {
+    attempt = 0
+    options.onUpsert(object)
+  }
+  lw.on('add', seen)
+  lw.on('update', seen)
+  lw.on('delete', (object) => options.onDelete(object))
+  lw.on('error', (err?: unknown) => {
+    if (stopped) return
+    const code = statusCodeOf(err)
+    const delay = Math.min(options.retryMs * 2 ** attempt, maxRetryMs)
+    attempt++
+    const reason = code === 403 ? 'forbidden' : code !== undefined ? `http-${code}` : 'error'
+    logger.warn(`List/watch of ${resource} failed; restarting`, { resource, err: err instanceof Error ? apiErrorMessage(err) : errorMessage(err), retryInMs: delay })
+    options.onRestart?.(reason)
+    if (timer) clearTimeout(timer)
+    timer = setTimeout(() => {
+      timer = undefined
+      if (!stopped) void lw.start()
+    }, delay)
+    timer.unref?.()
+  })
+  lw.on('connect', () => logger.debug(`Watching ${resource}`, { resource, resourceVersion: lw.latestResourceVersion() }))
+
+  return {
+    async start() {
+      stopped = false
+      await lw.start()
+    },
+    async stop() {
+      stopped = true
+      if (timer) clearTimeout(timer)
+      timer = undefined
+      await lw.stop()
+    },
+    synced: () => synced,
+  }
+}

@@ -1,0 +1,8 @@
+#!/usr/bin/env node
+/**
+ * The kubevol agent process: `node dist/main.js --mode=static --manifest-dir=/etc/kubevol/manifests`.
+ * See `--help` for every option.
+ */
+import { runAgentProcess } from './process.js'
+
+void runAgentProcess({ argv: process.argv.slice(2), env: process.env })

@@ -1,0 +1,311 @@
+/**
+ * Prometheus metrics with prom-client, in a registry of their own (prom-client's default Node.js
+ * metrics are left out: they do not pass `promtool check metrics`).
+ *
+ * - The core's {@link Metrics} port is mapped onto the kubelet's counters and histograms by name
+ *   (SPEC §9): same names, labels and buckets, so existing dashboards and alerts work.
+ * - Gauges are computed at scrape time from the manager: `volume_manager_total_volumes`,
+ *   `kubelet_volume_stats_*` per PVC (from the last collection), and kubevol's own `kubevol_*`.
+ */
+import {
+  type MetricLabels,
+  type Metrics,
+  OPERATION_DURATION_BUCKETS,
+  type VolumeManager,
+  type VolumeStats,
+} from '@kubevol/core'
+import { Counter, Gauge, Histogram, Registry } from 'prom-client'
+
+type Kind = 'counter' | 'histogram' | 'gauge'
+
+interface Definition {
+  readonly type: Kind
+  /** The exposed name, when it differs from the core's (the kubelet prefixes some). */
+  readonly exposed?: string
+  readonly help: string
+  readonly labelNames: readonly string[]
+  readonly buckets?: readonly number[]
+}
+
+const OPERATION_LABELS = ['volume_plugin', 'operation_name', 'status', 'migrated']
+
+/** What the core reports, by the name it uses (SPEC §9). */
+const CORE_METRICS: Readonly<Record<string, Definition>> = {
+  storage_operation_duration_seconds: {
+    type: 'histogram',
+    help: 'Storage operation duration',
+    labelNames: OPERATION_LABELS,
+    buckets: OPERATION_DURATION_BUCKETS,
+  },
+  volume_operation_total_seconds: {
+    type: 'histogram',
+    help: 'Storage operation end to end duration in seconds',
+    labelNames: ['plugin_name', 'operation_name'],
+    buckets: OPERATION_DURATION_BUCKETS,
+  },
+  csi_operations_seconds: {
+    type: 'histogram',
+    help: 'Container Storage Interface operation duration with gRPC error code status total',
+    labelNames: ['driver_name', 'method_name', 'grpc_status_code', 'migrated'],
+    buckets: OPERATION_DURATION_BUCKETS,
+  },
+  reconstruct_volume_operations_total: {
+    type: 'counter',
+    help: 'The number of volumes that were attempted to be reconstructed from the operating system during kubelet startup. This includes both successful and failed reconstruction.',
+    labelNames: [],
+  },
+  reconstruct_volume_operations_errors_total: {
+    type: 'counter',
+    help: 'The number of volumes that failed reconstruction from the operating system during kubelet startup.',
+    labelNames: [],
+  },
+  force_cleaned_failed_volume_operations_total: {
+    type: 'counter',
+    help: 'The number of volumes that were force cleaned after their reconstruction failed during kubelet startup. This includes both successful and failed cleanups.',
+    labelNames: [],
+  },
+  force_cleaned_failed_volume_operation_errors_total: {
+    type: 'counter',
+    help: 'The number of volumes that failed force cleanup after their reconstruction failed during kubelet startup.',
+    labelNames: [],
+  },
+  orphan_pod_cleaned_volumes: {
+    type: 'gauge',
+    exposed: 'kubelet_orphan_pod_cleaned_volumes',
+    help: 'The total number of orphaned Pods whose volumes were cleaned in the last periodic sweep.',
+    labelNames: [],
+  },
+  orphan_pod_cleaned_volumes_errors: {
+    type: 'gauge',
+    exposed: 'kubelet_orphan_pod_cleaned_volumes_errors',
+    help: 'The number of orphaned Pods whose volumes failed to be cleaned in the last periodic sweep.',
+    labelNames: [],
+  },
+  volume_metric_collection_duration_seconds: {
+    type: 'histogram',
+    exposed: 'kubelet_volume_metric_collection_duration_seconds',
+    help: 'Duration in seconds to calculate volume stats',
+    labelNames: ['metric_source'],
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+  },
+}
+
+/** What the scrape-time gauges read. */
+export interface MetricsView {
+  readonly manager: VolumeManager
+  /** The last volume usage collection. */
+  stats(): readonly VolumeStats[]
+  /** Pods by worker phase. */
+  podPhases(): ReadonlyMap<string, number>
+  /** (volume, pod) keys whose last operation failed and whose retry time is still ahead. */
+  backoffCount(): number
+  sourcesReady(): boolean
+  /** Static mode: refused manifest documents. */
+  manifestErrors?(): number
+}
+
+/** The agent's metrics: the core's port, kubevol's own instruments, and the exposition. */
+export class AgentMetrics implements Metrics {
+  readonly registry = new Registry()
+  readonly #instruments = new Map<string, Counter | Histogram | Gauge>()
+  readonly #refused = new Set<string>()
+  #view: MetricsView | undefined
+  readonly #onError: (message: string) => void
+
+  /** Time from a volume's mount request (desired) to mounted (actual). */
+  readonly mountLatency: Histogram
+  readonly events: Counter
+  readonly watchRestarts: Counter
+  readonly nodeStatusPatches: Counter
+  readonly eventPosts: Counter
+
+  constructor(options: { readonly version?: string; readonly onError?: (message: string) => void } = {}) {
+    this.#onError = options.onError ?? (() => {})
+    const registers = [this.registry]
+    this.mountLatency = new Histogram({
+      name: 'kubevol_volume_mount_latency_seconds',
+      help: 'Time from a volume being desired for a pod to being mounted for it.',
+      labelNames: ['plugin_name'],
+      buckets: OPERATION_DURATION_BUCKETS as number[],
+      registers,
+    })
+    this.events = new Counter({ name: 'kubevol_events_total', help: 'Events recorded, repeats included.', labelNames: ['type', 'reason'], registers })
+    this.watchRestarts = new Counter({
+      name: 'kubevol_watch_restarts_total',
+      help: 'Lists and watches of the Kubernetes API restarted after an error.',
+      labelNames: ['resource', 'reason'],
+      registers,
+    })
+    this.nodeStatusPatches = new Counter({ name: 'kubevol_node_status_patches_total', help: 'Patches of node.status.volumesInUse.', labelNames: ['result'], registers })
+    this.eventPosts = new Counter({ name: 'kubevol_event_posts_total', help: 'Events posted to the Kubernetes API.', labelNames: ['result'], registers })
+    new Gauge({ name: 'kubevol_build_info', help: 'Always 1; the version is a label.', labelNames: ['version'], registers }).set({ version: options.version ?? 'unknown' }, 1)
+    this.#scrapeGauges()
+  }
+
+  /** Makes the scrape-time gauges read `view`. */
+  bind(view: MetricsView): void {
+    this.#view = view
+  }
+
+  inc(name: string, labels: MetricLabels = {}, value = 1): void {
+    const metric = this.#instrument(name, 'counter', labels)
+    if (metric instanceof Counter) this.#guard(name, () => metric.inc(labels, value))
+  }
+
+  observe(name: string, labels: MetricLabels, seconds: number): void {
+    const metric = this.#instrument(name, 'histogram', labels)
+    if (metric instanceof Histogram) this.#guard(name, () => metric.observe(labels, seconds))
+  }
+
+  set(name: string, labels: MetricLabels, value: number): void {
+    const metric = this.#instrument(name, 'gauge', labels)
+    if (metric instanceof Gauge) this.#guard(name, () => metric.set(labels, value))
+  }
+
+  /** The exposition text. */
+  expose(): Promise<string> {
+    return this.registry.metrics()
+  }
+
+  get contentType(): string {
+    return this.registry.contentType
+  }
+
+  #guard(name: string, fn: () => void): void {
+    try {
+      fn()
+    } catch (err) {
+      if (this.#refused.has(name)) return
+      this.#refused.add(name)
+      this.#onError(`metric ${name} refused a sample: ${err instanceof Error ? err.message : String(err)}`)
+    }
+  }
+
+  #instrument(name: string, kind: Kind, labels: MetricLabels): Counter | Histogram | Gauge | undefined {
+    const known = this.#instruments.get(name)
+    if (known) return known
+    const def: Definition = CORE_METRICS[name] ?? CORE_METRICS[name.replace(/^kubelet_/, '')] ?? {
+      type: kind,
+      help: `kubevol core metric ${name}`,
+      labelNames: Object.keys(labels),
+      ...(kind === 'histogram' ? { buckets: OPERATION_DURATION_BUCKETS } : {}),
+    }
+    if (def.type !== kind) {
+      this.#guard(name, () => {
+        throw new Error(`${name} is a ${def.type}, not a ${kind}`)
+      })
+      return undefined
+    }
+    const config = { name: (def.exposed ?? name).replace(/[^a-zA-Z0-9_:]/g, '_'), help: def.help, labelNames: [...def.labelNames], registers: [this.registry] }
+    let metric: Counter | Histogram | Gauge
+    try {
+      metric =
+        def.type === 'counter'
+          ? new Counter(config)
+          : def.type === 'histogram'
+            ? new Histogram({ ...config, buckets: [...(def.buckets ?? OPERATION_DURATION_BUCKETS)] })
+            : new Gauge(config)
+    } catch (err) {
+      this.#guard(name, () => {
+        throw err
+      })
+      return undefined
+    }
+    this.#instruments.set(name, metric)
+    return metric
+  }
+
+  #scrapeGauges(): void {
+    const registers = [this.registry]
+    const metrics = this
+    new Gauge({
+      name: 'volume_manager_total_volumes',
+      help: 'Number of volumes in Volume Manager',
+      labelNames: ['plugin_name', 'state'],
+      registers,
+      collect() {
+        this.reset()
+        const view = metrics.#view
+        if (!view) return
+        for (const [state, counts] of [
+          ['desired_state_of_world', view.manager.desiredState.countByPlugin()],
+          ['actual_state_of_world', view.manager.actualState.countByPlugin()],
+        ] as const) {
+          for (const [plugin, n] of counts) this.set({ plugin_name: plugin || 'N/A', state }, n)
+        }
+      },
+    })
+    const statGauge = (name: string, help: string, pick: (s: VolumeStats) => number): void => {
+      new Gauge({
+        name,
+        help,
+        labelNames: ['namespace', 'persistentvolumeclaim'],
+        registers,
+        collect() {
+          this.reset()
+          for (const s of metrics.#view?.stats() ?? []) {
+            if (!s.claim) continue
+            this.set({ namespace: s.pod.metadata.namespace ?? 'default', persistentvolumeclaim: s.claim }, pick(s))
+          }
+        },
+      })
+    }
+    statGauge('kubelet_volume_stats_capacity_bytes', 'Capacity in bytes of the volume', (s) => s.stats.capacityBytes)
+    statGauge('kubelet_volume_stats_available_bytes', 'Number of available bytes in the volume', (s) => s.stats.availableBytes)
+    statGauge('kubelet_volume_stats_used_bytes', 'Number of used bytes in the volume', (s) => s.stats.usedBytes)
+    statGauge('kubelet_volume_stats_inodes', 'Maximum number of inodes in the volume', (s) => s.stats.inodes)
+    statGauge('kubelet_volume_stats_inodes_free', 'Number of free inodes in the volume', (s) => s.stats.inodesFree)
+    statGauge('kubelet_volume_stats_inodes_used', 'Number of used inodes in the volume', (s) => s.stats.inodesUsed)
+    statGauge('kubelet_volume_stats_health_status_abnormal', 'Abnormal volume health status. The count is either 1 or 0. 1 indicates the volume is unhealthy, 0 indicates volume is healthy', () => 0)
+
+    const simple = (name: string, help: string, read: (view: MetricsView) => number | undefined): void => {
+      new Gauge({
+        name,
+        help,
+        registers,
+        collect() {
+          const view = metrics.#view
+          const value = view ? read(view) : undefined
+          if (value === undefined) this.reset()
+          else this.set(value)
+        },
+      })
+    }
+    simple('kubevol_volumes_backing_off', 'Volume operations waiting for their backoff to end after a failure.', (v) => v.backoffCount())
+    simple('kubevol_operations_running', 'Volume operations running now.', (v) => v.manager.snapshot().runningOperations)
+    simple('kubevol_sources_ready', '1 when every pod source has delivered its first full list.', (v) => (v.sourcesReady() ? 1 : 0))
+    simple('kubevol_journal_records', 'Records in the durable journal.', (v) => journalOf(v.manager)?.records)
+    simple('kubevol_journal_bytes', 'Size of the durable journal in bytes.', (v) => journalOf(v.manager)?.bytes)
+    simple('kubevol_manifest_errors', 'Manifest documents refused in static mode.', (v) => v.manifestErrors?.())
+    new Gauge({
+      name: 'kubevol_volumes_uncertain',
+      help: 'Volume mounts (kind mount) and device mounts (kind device) that may or may not be in place.',
+      labelNames: ['kind'],
+      registers,
+      collect() {
+        this.reset()
+        const view = metrics.#view
+        if (!view) return
+        const snap = view.manager.snapshot()
+        this.set({ kind: 'mount' }, snap.mounted.filter((m) => m.mountState === 'uncertain').length)
+        this.set({ kind: 'device' }, snap.attached.filter((a) => a.deviceMountState === 'uncertain').length)
+      },
+    })
+    new Gauge({
+      name: 'kubevol_pods',
+      help: 'Pods by the phase of their volumes.',
+      labelNames: ['phase'],
+      registers,
+      collect() {
+        this.reset()
+        for (const [phase, n] of metrics.#view?.podPhases() ?? []) this.set({ phase }, n)
+      },
+    })
+  }
+}
+
+/** The journal size, when the manager keeps a journal (newer cores report it in the snapshot). */
+function journalOf(manager: VolumeManager): { records: number; bytes: number } | undefined {
+  const snap = manager.snapshot() as { journal?: { records: number; bytes: number } }
+  return snap.journal
+}

@@ -1,0 +1,247 @@
+/**
+ * The part of the kubelet's pod workers that concerns volumes (SPEC §1.3): every pod that may run is
+ * synced with `waitForAttachAndMount`; a failure records `FailedMount` ("Unable to attach or mount
+ * volumes: ...") on the pod and is retried with a doubling delay; a pod that is terminating or gone
+ * is waited for with `waitForUnmount` and, in API mode, its object is deleted once nothing of it is
+ * mounted (the kubelet's status manager does the same, which is what ends a graceful deletion).
+ */
+import {
+  type Clock,
+  type Logger,
+  type Pod,
+  type PodSource,
+  type Recorder,
+  type VolumeManager,
+  errorMessage,
+} from '@kubevol/core'
+
+/** Where a pod's volumes are. */
+export type PodPhase = 'waiting' | 'mounted' | 'failed' | 'unmounting' | 'unmounted'
+
+/** One pod's worker, as status pages show it. */
+export interface PodWorkerStatus {
+  readonly uid: string
+  readonly namespace: string
+  readonly name: string
+  readonly phase: PodPhase
+  /** Failed syncs since the last success. */
+  readonly attempts: number
+  readonly lastError?: string
+  /** Clock time of the next sync after a failure. */
+  readonly nextRetryAt?: number
+  /** Clock time the pod's volumes were last all mounted. */
+  readonly mountedAt?: number
+}
+
+export interface PodWorkersOptions {
+  readonly manager: VolumeManager
+  readonly pods: PodSource
+  readonly recorder: Recorder
+  readonly clock: Clock
+  readonly logger: Logger
+  /** First delay before a failed sync is retried; doubles up to `maxRetryMs`. */
+  readonly retryMs: number
+  /** @default 300000 (the kubelet's maximum pod worker backoff) */
+  readonly maxRetryMs?: number
+  /** How long one sync waits. */
+  readonly timeoutMs: number
+  /** Called once a terminating pod that is still in its source has nothing mounted. */
+  readonly finalize?: (pod: Pod) => Promise<void>
+}
+
+export interface PodWorkers {
+  start(): void
+  stop(): void
+  status(uid: string): PodWorkerStatus | undefined
+  list(): PodWorkerStatus[]
+  /** Pods by phase (for metrics). */
+  phases(): Map<PodPhase, number>
+}
+
+interface Worker {
+  pod: Pod
+  phase: PodPhase
+  attempts: number
+  lastError?: string
+  nextRetryAt?: number
+  mountedAt?: number
+  abort?: AbortController
+  timer?: NodeJS.Timeout
+  finalized?: boolean
+}
+
+/** How many pods that left their source are still shown. */
+const GONE_KEPT = 100
+
+/** Creates the pod workers; `start()` follows the pod source. */
+export function createPodWorkers(options: PodWorkersOptions): PodWorkers {
+  const { manager, pods, recorder, clock, logger } = options
+  const maxRetryMs = options.maxRetryMs ?? 300_000
+  const workers = new Map<string, Worker>()
+  let unsubscribe: (() => void) | undefined
+  let stopped = true
+
+  const cancel = (w: Worker): void => {
+    w.abort?.abort()
+    w.abort = undefined
+    if (w.timer) clearTimeout(w.timer)
+    w.timer = undefined
+    w.nextRetryAt = undefined
+  }
+
+  const later = (w: Worker, ms: number, fn: () => void): void => {
+    w.nextRetryAt = clock.now() + ms
+    w.timer = setTimeout(() => {
+      w.timer = undefined
+      w.nextRetryAt = undefined
+      if (!stopped) fn()
+    }, ms)
+    w.timer.unref?.()
+  }
+
+  const sync = (uid: string, w: Worker): void => {
+    cancel(w)
+    const abort = new AbortController()
+    w.abort = abort
+    if (w.phase !== 'failed') w.phase = 'waiting'
+    const pod = w.pod
+    manager.waitForAttachAndMount(pod, { signal: abort.signal, timeoutMs: options.timeoutMs }).then(
+      () => {
+        if (abort.signal.aborted) return
+        w.abort = undefined
+        w.phase = 'mounted'
+        w.attempts = 0
+        w.lastError = undefined
+        w.mountedAt = clock.now()
+      },
+      (err: unknown) => {
+        if (abort.signal.aborted) return
+        w.abort = undefined
+        w.phase = 'failed'
+        w.attempts++
+        w.lastError = errorMessage(err)
+        logger.warn('Unable to attach or mount volumes', { pod: `${pod.metadata.namespace}/${pod.metadata.name}`, uid, err: w.lastError })
+        recorder.event({
+          type: 'Warning',
+          reason: 'FailedMount',
+          message: `Unable to attach or mount volumes: ${w.lastError}`,
+          target: { kind: 'Pod', metadata: pod.metadata },
+          time: clock.now(),
+        })
+        later(w, Math.min(options.retryMs * 2 ** (w.attempts - 1), maxRetryMs), () => sync(uid, w))
+      },
+    )
+  }
+
+  const teardown = (uid: string, w: Worker): void => {
+    cancel(w)
+    const abort = new AbortController()
+    w.abort = abort
+    w.phase = 'unmounting'
+    manager.waitForUnmount(w.pod, { signal: abort.signal, timeoutMs: options.timeoutMs }).then(
+      async () => {
+        if (abort.signal.aborted) return
+        // Uncertain mounts do not hold waitForUnmount, but they do hold the pod's deletion.
+        if (manager.hasPossiblyMountedVolumesForPod(uid)) {
+          later(w, options.retryMs, () => teardown(uid, w))
+          return
+        }
+        w.abort = undefined
+        w.phase = 'unmounted'
+        const current = pods.getPodByUID(uid)
+        if (current && options.finalize && !w.finalized) {
+          w.finalized = true
+          try {
+            await options.finalize(current)
+          } catch (err) {
+            w.finalized = false
+            logger.warn('Could not delete the terminated pod', { uid, err: errorMessage(err) })
+            later(w, options.retryMs, () => teardown(uid, w))
+          }
+        }
+        forgetGone()
+      },
+      (err: unknown) => {
+        if (abort.signal.aborted) return
+        w.abort = undefined
+        w.attempts++
+        w.lastError = errorMessage(err)
+        later(w, Math.min(options.retryMs * 2 ** (w.attempts - 1), maxRetryMs), () => teardown(uid, w))
+      },
+    )
+  }
+
+  /** Drops the oldest unmounted pods that left their source, beyond {@link GONE_KEPT}. */
+  const forgetGone = (): void => {
+    const gone = [...workers.entries()].filter(([uid, w]) => w.phase === 'unmounted' && !pods.getPodByUID(uid))
+    for (const [uid] of gone.slice(0, Math.max(0, gone.length - GONE_KEPT))) workers.delete(uid)
+  }
+
+  const reconcile = (): void => {
+    if (stopped) return
+    const present = new Set<string>()
+    for (const pod of pods.getPods()) {
+      const uid = pod.metadata.uid
+      if (!uid) continue
+      present.add(uid)
+      const terminating = pods.shouldPodContainersBeTerminating(uid)
+      let w = workers.get(uid)
+      if (!terminating) {
+        const tornDown = w && (w.phase === 'unmounting' || w.phase === 'unmounted')
+        if (!w || tornDown || w.pod !== pod) {
+          const attempts = w && w.pod === pod ? w.attempts : 0
+          w = { ...(w ?? {}), pod, phase: 'waiting', attempts, finalized: false }
+          if (workers.get(uid)) cancel(workers.get(uid) as Worker)
+          workers.set(uid, w)
+          sync(uid, w)
+        }
+      } else if (!w) {
+        w = { pod, phase: 'unmounting', attempts: 0 }
+        workers.set(uid, w)
+        teardown(uid, w)
+      } else {
+        if (w.pod !== pod) w.pod = pod
+        if (w.phase !== 'unmounting' && w.phase !== 'unmounted') teardown(uid, w)
+      }
+    }
+    for (const [uid, w] of workers) {
+      if (!present.has(uid) && w.phase !== 'unmounting' && w.phase !== 'unmounted') teardown(uid, w)
+    }
+  }
+
+  const view = (uid: string, w: Worker): PodWorkerStatus => ({
+    uid,
+    namespace: w.pod.metadata.namespace ?? 'default',
+    name: w.pod.metadata.name ?? '',
+    phase: w.phase,
+    attempts: w.attempts,
+    ...(w.lastError === undefined ? {} : { lastError: w.lastError }),
+    ...(w.nextRetryAt === undefined ? {} : { nextRetryAt: w.nextRetryAt }),
+    ...(w.mountedAt === undefined ? {} : { mountedAt: w.mountedAt }),
+  })
+
+  return {
+    start() {
+      stopped = false
+      unsubscribe = pods.subscribe(reconcile)
+      reconcile()
+    },
+    stop() {
+      stopped = true
+      unsubscribe?.()
+      for (const w of workers.values()) cancel(w)
+    },
+    status(uid) {
+      const w = workers.get(uid)
+      return w ? view(uid, w) : undefined
+    },
+    list() {
+      return [...workers.entries()].map(([uid, w]) => view(uid, w))
+    },
+    phases() {
+      const counts = new Map<PodPhase, number>()
+      for (const w of workers.values()) counts.set(w.phase, (counts.get(w.phase) ?? 0) + 1)
+      return counts
+    },
+  }
+}

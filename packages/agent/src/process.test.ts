@@ -1,0 +1,68 @@
+import { spawn } from 'node:child_process'
+import { EventEmitter } from 'node:events'
+import { existsSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
+import { afterEach, describe, expect, it } from 'vitest'
+import { get, tempDir, until } from '../test/helpers.js'
+import { runAgentProcess } from './process.js'
+
+const dirs: { cleanup(): void }[] = []
+afterEach(() => {
+  for (const d of dirs.splice(0)) d.cleanup()
+})
+
+function io() {
+  const out: string[] = []
+  const err: string[] = []
+  const codes: number[] = []
+  return { out, err, codes, stdout: { write: (t: string) => out.push(t) }, stderr: { write: (t: string) => err.push(t) }, exit: (c: number) => codes.push(c) }
+}
+
+describe('the agent process', () => {
+  it('shuts down on SIGTERM and exits 0', async () => {
+    const d = tempDir()
+    dirs.push(d)
+    const signals = new EventEmitter()
+    const o = io()
+    const agent = await runAgentProcess({
+      argv: ['--node-name=n1', '--port=0', `--manifest-dir=${d.dir}`, '--log-format=json', '--verbosity=0'],
+      env: {},
+      signals: signals as never,
+      ...o,
+    })
+    expect(agent).toBeDefined()
+    expect((await get(`${agent?.url}/livez`)).status).toBe(200)
+    signals.emit('SIGTERM')
+    await agent?.stopped
+    await until('exit', () => o.codes.length > 0)
+    expect(o.codes).toEqual([0])
+  })
+
+  it.each([
+    [['--mode=nope'], 2, /mode: "nope" \(from --mode\) is not allowed; allowed: "static" or "api"/],
+    [['--help'], 0, undefined],
+    [['--version'], 0, undefined],
+  ])('%j exits %i', async (argv, code, message) => {
+    const o = io()
+    await runAgentProcess({ argv, env: {}, ...o })
+    expect(o.codes).toEqual([code])
+    if (message) expect(o.err.join('')).toMatch(message)
+    else expect(o.out.join('')).not.toBe('')
+  })
+
+  const main = fileURLToPath(new URL('../dist/main.js', import.meta.url))
+  if (!existsSync(main)) console.warn(`[agent] skipping the real-process SIGTERM test: ${main} is not built (npx tsc -b)`)
+  it.runIf(existsSync(main))('as a real process, exits 0 on SIGTERM (built dist)', async () => {
+    const d = tempDir()
+    dirs.push(d)
+    const child = spawn(process.execPath, [main, '--node-name=n1', '--port=0', `--manifest-dir=${d.dir}`, '--log-format=json'], { stdio: ['ignore', 'pipe', 'pipe'] })
+    let output = ''
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()))
+    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()))
+    await until('started', () => output.includes('kubevol agent started'), 20_000)
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))
+    child.kill('SIGTERM')
+    expect(await exited).toBe(0)
+    expect(output).toContain('"msg":"Stopped"')
+  })
+})

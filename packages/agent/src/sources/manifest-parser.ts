@@ -1,0 +1,179 @@
+/**
+ * Parses a manifest file (YAML or JSON, several documents, `kind: List` too) into the objects kubevol
+ * reads, and says exactly what is wrong with the rest: the file, the line of the offending field and
+ * the reason.
+ */
+import { type Document, LineCounter, isMap, isNode, isScalar, isSeq, parseAllDocuments } from 'yaml'
+import { z } from 'zod'
+
+/** The kinds a manifest directory may hold. */
+export const MANIFEST_KINDS = ['Pod', 'PersistentVolumeClaim', 'PersistentVolume', 'ConfigMap', 'Secret', 'CSIDriver'] as const
+export type ManifestKind = (typeof MANIFEST_KINDS)[number]
+
+/** One valid object of a manifest file. */
+export interface ManifestObject {
+  readonly kind: ManifestKind
+  /** The object as written (plain JSON values). */
+  readonly object: Record<string, unknown>
+  readonly file: string
+  /** 1-based line of the object's first line. */
+  readonly line: number
+}
+
+/** Why a document or object of a manifest file was refused. */
+export interface ManifestError {
+  readonly file: string
+  /** 1-based line of the offending field (or of the document). */
+  readonly line: number
+  readonly reason: string
+}
+
+export interface ParsedManifests {
+  readonly objects: ManifestObject[]
+  readonly errors: ManifestError[]
+}
+
+// A DNS-1123 subdomain (object names) and label (namespaces), as the API server checks them.
+const subdomain = z
+  .string()
+  .max(253)
+  .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/, 'must be a lowercase RFC 1123 subdomain')
+const label = z
+  .string()
+  .max(63)
+  .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be a lowercase RFC 1123 label')
+const metadata = z.looseObject({
+  name: subdomain,
+  namespace: label.optional(),
+  uid: z.string().min(1).optional(),
+  labels: z.record(z.string(), z.string()).optional(),
+  annotations: z.record(z.string(), z.string()).optional(),
+})
+const clusterMetadata = metadata.omit({ namespace: true }).extend({ namespace: z.undefined({ error: 'a cluster-scoped object has no namespace' }).optional() })
+const base64 = z.string().regex(/^[A-Za-z0-9+/]*={0,2}$/, 'must be base64')
+const container = z.looseObject({
+  name: z.string().min(1),
+  volumeMounts: z.array(z.looseObject({ name: z.string().min(1), mountPath: z.string().min(1) })).optional(),
+  volumeDevices: z.array(z.looseObject({ name: z.string().min(1), devicePath: z.string().min(1) })).optional(),
+})
+
+const schemas: Record<ManifestKind, z.ZodType> = {
+  Pod: z.looseObject({
+    apiVersion: z.literal('v1'),
+    metadata,
+    spec: z.looseObject({
+      nodeName: z.string().optional(),
+      volumes: z.array(z.looseObject({ name: label })).optional(),
+      containers: z.array(container).min(1),
+      initContainers: z.array(container).optional(),
+    }),
+  }),
+  PersistentVolumeClaim: z.looseObject({
+    apiVersion: z.literal('v1'),
+    metadata,
+    spec: z.looseObject({ volumeName: z.string().optional() }).optional(),
+  }),
+  PersistentVolume: z.looseObject({ apiVersion: z.literal('v1'), metadata: clusterMetadata, spec: z.looseObject({}) }),
+  ConfigMap: z.looseObject({
+    apiVersion: z.literal('v1'),
+    metadata,
+    data: z.record(z.string(), z.string()).optional(),
+    binaryData: z.record(z.string(), base64).optional(),
+  }),
+  Secret: z.looseObject({
+    apiVersion: z.literal('v1'),
+    metadata,
+    data: z.record(z.string(), base64).optional(),
+    stringData: z.record(z.string(), z.string()).optional(),
+  }),
+  CSIDriver: z.looseObject({ apiVersion: z.literal('storage.k8s.io/v1'), metadata: clusterMetadata, spec: z.looseObject({}).optional() }),
+}
+
+type Path = readonly (string | number)[]
+
+/**
+ * The 1-based line of the field at `path` (its key, for a mapping entry), or of its nearest ancestor
+ * that exists: a missing field is reported where its parent is written.
+ */
+function lineOf(doc: Document, lines: LineCounter, path: Path): number {
+  for (let n = path.length; n > 0; n--) {
+    const parent = n === 1 ? doc.contents : doc.getIn(path.slice(0, n - 1), true)
+    const last = path[n - 1]
+    if (isMap(parent)) {
+      const pair = parent.items.find((p) => isScalar(p.key) && p.key.value === last)
+      const key = pair?.key
+      if (isNode(key) && key.range) return lines.linePos(key.range[0]).line
+    } else if (isSeq(parent) && typeof last === 'number') {
+      const item = parent.items[last]
+      if (isNode(item) && item.range) return lines.linePos(item.range[0]).line
+    }
+  }
+  const root = doc.contents
+  return isNode(root) && root.range ? lines.linePos(root.range[0]).line : 1
+}
+
+function describePath(path: Path): string {
+  return path.map((p, i) => (typeof p === 'number' ? `[${p}]` : i === 0 ? p : `.${p}`)).join('')
+}
+
+/**
+ * Parses every document of `text`. A document that is not valid YAML, or an object that is not a
+ * valid object of a {@link ManifestKind}, becomes a {@link ManifestError}; the others are returned.
+ */
+export function parseManifests(text: string, file: string): ParsedManifests {
+  const lines = new LineCounter()
+  const objects: ManifestObject[] = []
+  const errors: ManifestError[] = []
+  const docs = parseAllDocuments(text, { lineCounter: lines, prettyErrors: false, uniqueKeys: true })
+  // parseAllDocuments returns an EmptyStream (an array) for empty input, or a list of documents.
+  for (const doc of Array.isArray(docs) ? docs : []) {
+    const yamlError = doc.errors[0]
+    if (yamlError) {
+      const line = yamlError.linePos?.[0]?.line ?? lines.linePos(yamlError.pos[0]).line
+      errors.push({ file, line, reason: `invalid YAML: ${yamlError.message.split('\n')[0]}` })
+      continue
+    }
+    const value: unknown = doc.toJS()
+    if (value === null || value === undefined) continue
+    const validate = (object: unknown, at: Path): void => {
+      const line = lineOf(doc, lines, at)
+      if (typeof object !== 'object' || object === null || Array.isArray(object)) {
+        errors.push({ file, line, reason: 'expected an object with apiVersion, kind and metadata' })
+        return
+      }
+      const kind = (object as { kind?: unknown }).kind
+      if (kind === 'List') {
+        const items = (object as { items?: unknown }).items
+        if (!Array.isArray(items)) {
+          errors.push({ file, line, reason: 'a List needs items' })
+          return
+        }
+        for (const [i, item] of items.entries()) validate(item, [...at, 'items', i])
+        return
+      }
+      if (typeof kind !== 'string' || !(MANIFEST_KINDS as readonly string[]).includes(kind)) {
+        errors.push({
+          file,
+          line: lineOf(doc, lines, [...at, 'kind']),
+          reason: `kind ${JSON.stringify(kind)} is not supported here; allowed: ${MANIFEST_KINDS.join(', ')} (or a List of them)`,
+        })
+        return
+      }
+      const result = (schemas[kind as ManifestKind] as z.ZodType).safeParse(object)
+      if (!result.success) {
+        const issue = result.error.issues[0] as z.core.$ZodIssue
+        const name = (object as { metadata?: { name?: unknown } }).metadata?.name
+        const subject = `${kind}${typeof name === 'string' ? ` ${name}` : ''}`
+        errors.push({
+          file,
+          line: lineOf(doc, lines, [...at, ...(issue.path as Path)]),
+          reason: `${subject}: ${describePath(issue.path as Path) || 'object'}: ${issue.message}`,
+        })
+        return
+      }
+      objects.push({ kind: kind as ManifestKind, object: object as Record<string, unknown>, file, line })
+    }
+    validate(value, [])
+  }
+  return { objects, errors }
+}

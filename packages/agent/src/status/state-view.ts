@@ -1,0 +1,188 @@
+/**
+ * The JSON answers of `/v1/state` and `/v1/pods/<uid>`: the manager's desired and actual state,
+ * what runs and what backs off, and per pod volume the answer to "why is my pod stuck?".
+ */
+import type { Clock, PodSource, UniqueVolumeName, VolumeManager } from '@kubevol/core'
+import type { PodWorkerStatus } from '../pods/pod-workers.js'
+import type { OperationTracker } from './operation-tracker.js'
+
+export interface StateViewSources {
+  readonly nodeName: string
+  readonly mode: 'static' | 'api'
+  readonly manager: VolumeManager
+  readonly pods: PodSource
+  readonly clock: Clock
+  readonly tracker: OperationTracker
+  readonly worker: (uid: string) => PodWorkerStatus | undefined
+  /** Extra sections (volumesInUse, manifest errors, ...). */
+  readonly extra?: () => Record<string, unknown>
+}
+
+/** A failed operation waiting for its backoff to end. */
+export interface BackoffView {
+  readonly volumeName: string
+  readonly podName: string
+  readonly operation: string
+  readonly error: string
+  readonly retryAt: string
+  readonly durationMs: number
+}
+
+const iso = (ms: number): string => new Date(ms).toISOString()
+
+/** Every (volume, pod) key the manager knows, and each volume alone. */
+function keysOf(manager: VolumeManager): [UniqueVolumeName, string][] {
+  const keys = new Map<string, [UniqueVolumeName, string]>()
+  const add = (v: UniqueVolumeName, p: string): void => {
+    keys.set(`${v}\n${p}`, [v, p])
+  }
+  for (const vtm of manager.desiredState.getVolumesToMount()) {
+    add(vtm.volumeName, vtm.podName)
+    add(vtm.volumeName, '')
+  }
+  for (const mv of manager.actualState.getAllMountedVolumes()) add(mv.volumeName, mv.podName)
+  for (const av of manager.actualState.getAttachedVolumes()) add(av.volumeName, '')
+  return [...keys.values()]
+}
+
+/** Failed operations whose retry time is still ahead. */
+export function backoffsOf(manager: VolumeManager, now: number): BackoffView[] {
+  const result: BackoffView[] = []
+  const seen = new Set<string>()
+  for (const [volumeName, podName] of keysOf(manager)) {
+    const failure = manager.executor.lastFailure(volumeName, podName)
+    if (!failure || failure.retryAt <= now) continue
+    // A volume-wide record matches every pod: list it once.
+    const id = `${volumeName}\n${failure.name}\n${failure.retryAt}`
+    if (seen.has(id)) continue
+    seen.add(id)
+    result.push({
+      volumeName,
+      podName,
+      operation: failure.name,
+      error: failure.error instanceof Error ? failure.error.message : String(failure.error),
+      retryAt: iso(failure.retryAt),
+      durationMs: failure.durationMs,
+    })
+  }
+  return result
+}
+
+/** `/v1/state`. */
+export function stateView(s: StateViewSources): Record<string, unknown> {
+  const { manager } = s
+  const snap = manager.snapshot()
+  const now = s.clock.now()
+  return {
+    nodeName: s.nodeName,
+    mode: s.mode,
+    time: iso(now),
+    sourcesReady: s.pods.allReady(),
+    populatorHasAddedPods: snap.sourcesReady,
+    statesSynced: snap.statesSynced,
+    desired: snap.desired.map((v) => ({
+      volumeName: v.volumeName,
+      podUID: v.podName,
+      pod: `${v.pod.metadata.namespace ?? 'default'}/${v.pod.metadata.name ?? ''}`,
+      outerVolumeSpecNames: v.outerVolumeSpecNames,
+      pluginName: v.pluginName,
+      attachable: v.pluginIsAttachable,
+      deviceMountable: v.pluginIsDeviceMountable,
+      reportedInUse: v.reportedInUse,
+      mountRequestTime: iso(v.mountRequestTime),
+    })),
+    actual: {
+      mounted: snap.mounted.map((m) => ({
+        volumeName: m.volumeName,
+        podUID: m.podUID,
+        outerVolumeSpecName: m.outerVolumeSpecName,
+        pluginName: m.pluginName,
+        mountState: m.mountState,
+        deviceMountPath: m.deviceMountPath,
+        remountRequired: m.remountRequired,
+        reconstructed: m.reconstructed,
+      })),
+      attached: snap.attached.map((a) => ({
+        volumeName: a.volumeName,
+        pluginName: a.pluginName,
+        attachability: a.attachability,
+        devicePath: a.devicePath,
+        deviceMountPath: a.deviceMountPath,
+        deviceMountState: a.deviceMountState,
+        mountedPods: a.mountedPods,
+      })),
+    },
+    pendingOperations: s.tracker.running().map((op) => ({ ...op, startedAt: iso(op.startedAt) })),
+    backoffs: backoffsOf(manager, now),
+    podErrors: Object.fromEntries(snap.podErrors),
+    volumesInUse: manager.getVolumesInUse(),
+    ...s.extra?.(),
+  }
+}
+
+/** `/v1/pods/<uid>`, or undefined when nothing is known of the pod. */
+export function podView(s: StateViewSources, uid: string): Record<string, unknown> | undefined {
+  const { manager } = s
+  const pod = s.pods.getPodByUID(uid)
+  const worker = s.worker(uid)
+  const desired = manager.desiredState.getVolumesToMountForPod(uid)
+  const mounted = manager.actualState.getPossiblyMountedVolumesForPod(uid)
+  if (!pod && !worker && desired.length === 0 && mounted.length === 0) return undefined
+  const now = s.clock.now()
+  const meta = pod?.metadata
+  const names = new Set<string>([
+    ...(pod?.spec?.volumes ?? []).map((v) => v.name),
+    ...desired.flatMap((v) => v.outerVolumeSpecNames),
+    ...mounted.map((m) => m.outerVolumeSpecName),
+  ])
+  const running = s.tracker.running()
+  const volumes = [...names].sort().map((outer) => {
+    const vtm = desired.find((v) => v.outerVolumeSpecNames.includes(outer))
+    const mv = mounted.find((m) => m.outerVolumeSpecName === outer || (vtm !== undefined && m.volumeName === vtm.volumeName))
+    const volumeName = vtm?.volumeName ?? mv?.volumeName
+    if (volumeName === undefined) return { name: outer, phase: pod?.spec?.volumes?.some((v) => v.name === outer) ? 'not-desired' : 'unknown' }
+    const op = running.find((o) => o.volumeName === volumeName && (o.podName === uid || o.podName === ''))
+    const failure = manager.executor.lastFailure(volumeName, uid)
+    const backingOff = failure !== undefined && failure.retryAt > now
+    const history = s.tracker.history(volumeName, uid)
+    const attached = manager.actualState.getAttachedVolume(volumeName)
+    let phase: string
+    if (op) phase = `running ${op.name}`
+    else if (backingOff) phase = 'backing-off'
+    else if (mv?.mountState === 'mounted' && vtm) phase = 'mounted'
+    else if (mv?.mountState === 'uncertain') phase = 'uncertain'
+    else if (mv && !vtm) phase = 'unmounting'
+    else if (vtm?.pluginIsAttachable && !attached) phase = vtm.reportedInUse ? 'waiting-for-attach' : 'waiting-for-report-in-use'
+    else phase = 'waiting'
+    return {
+      name: outer,
+      volumeName,
+      pluginName: vtm?.pluginName ?? mv?.pluginName,
+      phase,
+      desired: vtm !== undefined,
+      mountState: mv?.mountState ?? 'not-mounted',
+      ...(attached ? { devicePath: attached.devicePath, deviceMountState: attached.deviceMountState } : {}),
+      attempts: history?.attempts ?? 0,
+      ...(history?.lastError ? { lastError: history.lastError, lastOperation: history.lastOperation } : {}),
+      ...(failure ? { backoff: { operation: failure.name, retryAt: iso(failure.retryAt), durationMs: failure.durationMs } } : {}),
+    }
+  })
+  return {
+    uid,
+    namespace: meta?.namespace ?? worker?.namespace,
+    name: meta?.name ?? worker?.name,
+    inSource: pod !== undefined,
+    terminating: s.pods.shouldPodContainersBeTerminating(uid),
+    worker: worker
+      ? {
+          phase: worker.phase,
+          attempts: worker.attempts,
+          ...(worker.lastError ? { lastError: worker.lastError } : {}),
+          ...(worker.nextRetryAt ? { nextRetryAt: iso(worker.nextRetryAt) } : {}),
+          ...(worker.mountedAt ? { mountedAt: iso(worker.mountedAt) } : {}),
+        }
+      : undefined,
+    podErrors: manager.desiredState.peekPodErrors(uid),
+    volumes,
+  }
+}

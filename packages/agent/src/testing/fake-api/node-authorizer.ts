@@ -1,0 +1,168 @@
+/**
+ * The Node authorizer (plus the system:node role) as a node identity meets it: a node lists and
+ * watches pods only with `spec.nodeName=<itself>`; reads only the secrets, configmaps, PVCs and PVs
+ * its pods reference (a single object by name, or a list/watch with `metadata.name=<it>`); patches
+ * only its own Node; creates events; requests tokens only for its pods' service accounts, bound to
+ * those pods. Everything else is 403 with the API server's message shapes.
+ */
+import type { FieldRequirement } from './selectors.js'
+import { StatusError, statusBody } from './status.js'
+import { type FakeStore, type KubeObject, type ResourceInfo, resourceOf } from './store.js'
+
+/** Who sends a request. */
+export interface Identity {
+  readonly user: string
+  readonly groups: readonly string[]
+}
+
+export type Verb = 'get' | 'list' | 'watch' | 'create' | 'update' | 'patch' | 'delete'
+
+/** What the authorizer looks at. */
+export interface AuthzRequest {
+  readonly verb: Verb
+  readonly resource: ResourceInfo
+  readonly subresource?: string
+  readonly namespace?: string
+  readonly name?: string
+  readonly fieldSelector: readonly FieldRequirement[]
+  readonly body?: KubeObject
+}
+
+/** The node a node identity acts for, or undefined for any other user. */
+export function nodeOf(identity: Identity): string | undefined {
+  if (!identity.groups.includes('system:nodes')) return undefined
+  const m = /^system:node:(.+)$/.exec(identity.user)
+  return m ? m[1] : undefined
+}
+
+function forbidden(identity: Identity, req: AuthzRequest, reason: string): StatusError {
+  const res = `${req.resource.plural}${req.subresource ? `/${req.subresource}` : ''}`
+  const subject = req.name ? `${req.resource.plural} "${req.name}"` : req.resource.plural
+  const scope = req.namespace ? `in the namespace "${req.namespace}"` : 'at the cluster scope'
+  const message = `${subject} is forbidden: User "${identity.user}" cannot ${req.verb} resource "${res}" in API group "${req.resource.group}" ${scope}: ${reason}`
+  return new StatusError(statusBody(403, 'Forbidden', message, { ...(req.name ? { name: req.name } : {}), ...(req.resource.group ? { group: req.resource.group } : {}), kind: req.resource.plural }))
+}
+
+interface Related {
+  readonly pods: Set<string>
+  readonly configmaps: Set<string>
+  readonly secrets: Set<string>
+  readonly persistentvolumeclaims: Set<string>
+  readonly persistentvolumes: Set<string>
+  readonly serviceaccounts: Set<string>
+}
+
+type Volume = {
+  configMap?: { name?: string }
+  secret?: { secretName?: string }
+  persistentVolumeClaim?: { claimName?: string }
+  projected?: { sources?: { configMap?: { name?: string }; secret?: { name?: string } }[] }
+  csi?: { nodePublishSecretRef?: { name?: string } }
+}
+
+/** The graph of objects related to a node, from the pods bound to it. */
+function relatedTo(store: FakeStore, node: string): Related {
+  const related: Related = {
+    pods: new Set(),
+    configmaps: new Set(),
+    secrets: new Set(),
+    persistentvolumeclaims: new Set(),
+    persistentvolumes: new Set(),
+    serviceaccounts: new Set(),
+  }
+  for (const pod of store.list(resourceOf('pods'))) {
+    const spec = pod.spec as { nodeName?: string; volumes?: Volume[]; serviceAccountName?: string } | undefined
+    if (spec?.nodeName !== node) continue
+    const ns = pod.metadata.namespace ?? 'default'
+    related.pods.add(`${ns}/${pod.metadata.name}`)
+    related.serviceaccounts.add(`${ns}/${spec.serviceAccountName ?? 'default'}`)
+    for (const v of spec.volumes ?? []) {
+      if (v.configMap?.name) related.configmaps.add(`${ns}/${v.configMap.name}`)
+      if (v.secret?.secretName) related.secrets.add(`${ns}/${v.secret.secretName}`)
+      if (v.csi?.nodePublishSecretRef?.name) related.secrets.add(`${ns}/${v.csi.nodePublishSecretRef.name}`)
+      for (const s of v.projected?.sources ?? []) {
+        if (s.configMap?.name) related.configmaps.add(`${ns}/${s.configMap.name}`)
+        if (s.secret?.name) related.secrets.add(`${ns}/${s.secret.name}`)
+      }
+      const claim = v.persistentVolumeClaim?.claimName
+      if (!claim) continue
+      related.persistentvolumeclaims.add(`${ns}/${claim}`)
+      const pvc = store.get(resourceOf('persistentvolumeclaims'), ns, claim)
+      const pvName = (pvc?.spec as { volumeName?: string } | undefined)?.volumeName
+      if (!pvName) continue
+      related.persistentvolumes.add(`/${pvName}`)
+      const pv = store.get(resourceOf('persistentvolumes'), undefined, pvName)
+      const csi = (pv?.spec as { csi?: Record<string, { name?: string; namespace?: string } | undefined> } | undefined)?.csi
+      for (const ref of ['nodeStageSecretRef', 'nodePublishSecretRef', 'nodeExpandSecretRef']) {
+        const r = csi?.[ref]
+        if (r && typeof r === 'object' && r.name) related.secrets.add(`${r.namespace ?? ns}/${r.name}`)
+      }
+    }
+  }
+  return related
+}
+
+/** The single name a list or watch is restricted to by `metadata.name=<name>`, if any. */
+function selectedName(fields: readonly FieldRequirement[]): string | undefined {
+  return fields.find((f) => f.field === 'metadata.name' && f.op === '=')?.value
+}
+
+/** Undefined when allowed; the 403 to answer otherwise. Users other than nodes may do anything. */
+export function authorize(store: FakeStore, identity: Identity, req: AuthzRequest): StatusError | undefined {
+  const node = nodeOf(identity)
+  if (node === undefined) return undefined
+  const { verb, resource: r } = req
+  const read = verb === 'get' || verb === 'list' || verb === 'watch'
+  switch (r.plural) {
+    case 'pods': {
+      if (verb === 'list' || verb === 'watch') {
+        const bound = req.fieldSelector.some((f) => f.field === 'spec.nodeName' && f.op === '=' && f.value === node)
+        return bound ? undefined : forbidden(identity, req, `node "${node}" can only ${verb} pods with spec.nodeName=${node} field selector`)
+      }
+      if (verb === 'create') return forbidden(identity, req, 'a node may only create mirror pods')
+      const pod = req.name ? store.get(r, req.namespace, req.name) : undefined
+      if (!pod) return undefined // 404 follows
+      const boundTo = (pod.spec as { nodeName?: string } | undefined)?.nodeName
+      if (boundTo !== node) return forbidden(identity, req, `no relationship found between node '${node}' and this object`)
+      if ((verb === 'patch' || verb === 'update') && req.subresource !== 'status') return forbidden(identity, req, 'a node may only update the status of its pods')
+      return undefined
+    }
+    case 'nodes':
+      if (read) return undefined
+      if (req.name === node) return undefined
+      return forbidden(identity, req, `node "${node}" is not allowed to modify node "${req.name ?? ''}"`)
+    case 'events':
+      return verb === 'create' || verb === 'patch' || verb === 'update' ? undefined : forbidden(identity, req, 'a node may only create and patch events')
+    case 'csidrivers':
+      return read ? undefined : forbidden(identity, req, 'a node may only read CSI drivers')
+    case 'volumeattachments': {
+      if (verb !== 'get' || !req.name) return forbidden(identity, req, 'a node may only get volume attachments by name')
+      const va = store.get(r, undefined, req.name)
+      if (va && (va.spec as { nodeName?: string } | undefined)?.nodeName !== node) return forbidden(identity, req, `no relationship found between node '${node}' and this object`)
+      return undefined
+    }
+    case 'serviceaccounts': {
+      const related = relatedTo(store, node)
+      if (req.subresource !== 'token' || verb !== 'create') return forbidden(identity, req, 'a node may only request tokens')
+      if (!related.serviceaccounts.has(`${req.namespace ?? 'default'}/${req.name ?? ''}`)) return forbidden(identity, req, `no relationship found between node '${node}' and this object`)
+      const bound = (req.body?.spec as { boundObjectRef?: { kind?: string; name?: string } } | undefined)?.boundObjectRef
+      if (bound?.kind !== 'Pod' || !related.pods.has(`${req.namespace ?? 'default'}/${bound.name ?? ''}`)) {
+        return forbidden(identity, req, 'node requested token not bound to a pod scheduled on this node')
+      }
+      return undefined
+    }
+    case 'configmaps':
+    case 'secrets':
+    case 'persistentvolumeclaims':
+    case 'persistentvolumes': {
+      if (!read) return forbidden(identity, req, `a node may only read ${r.plural}`)
+      const name = verb === 'get' ? req.name : selectedName(req.fieldSelector)
+      if (!name) return forbidden(identity, req, `node "${node}" can only ${verb} individual ${r.plural} it has a relationship with (metadata.name field selector)`)
+      const related = relatedTo(store, node)[r.plural]
+      const key = `${r.namespaced ? (req.namespace ?? 'default') : ''}/${name}`
+      return related.has(key) ? undefined : forbidden({ ...identity }, { ...req, name }, `no relationship found between node '${node}' and this object`)
+    }
+    default:
+      return forbidden(identity, req, 'not allowed for nodes')
+  }
+}
