@@ -122,6 +122,8 @@ export interface VolumeManagerSnapshot {
   readonly runningOperations: number
   readonly sourcesReady: boolean
   readonly statesSynced: boolean
+  /** Clock time of the last reconcile pass (0 before the first): a liveness signal. */
+  readonly lastReconcileAt: number
   /** The journal's size, when kubevol keeps one. */
   readonly journal?: { readonly records: number; readonly bytes: number }
 }
@@ -675,6 +677,7 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
         runningOperations: pending.runningCount,
         sourcesReady: populator.hasAddedPods(),
         statesSynced: reconciler.statesHaveBeenSynced(),
+        lastReconcileAt: reconciler.lastPassAt,
         ...(ctx.journal ? { journal: ctx.journal.size } : {}),
       }
     },

@@ -266,3 +266,18 @@ export interface Secret {
   readonly stringData?: Readonly<Record<string, string>>
   readonly type?: string
 }
+
+/** `storage.k8s.io/v1` VolumeAttachment: the attach/detach controller's record of one attachment. */
+export interface VolumeAttachment {
+  readonly metadata: ObjectMeta
+  readonly spec?: {
+    readonly attacher?: string
+    readonly nodeName?: string
+    readonly source?: { readonly persistentVolumeName?: string }
+  }
+  readonly status?: {
+    readonly attached?: boolean
+    readonly attachmentMetadata?: Readonly<Record<string, string>>
+    readonly attachError?: { readonly message?: string; readonly time?: string }
+  }
+}

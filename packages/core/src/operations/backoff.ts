@@ -20,6 +20,8 @@ export class ExponentialBackoff {
   lastError: unknown = undefined
   lastErrorTime = 0
   durationBeforeRetry = 0
+  /** Consecutive failures recorded. */
+  failures = 0
   readonly #initial: number
   readonly #max: number
 
@@ -34,6 +36,7 @@ export class ExponentialBackoff {
       this.durationBeforeRetry === 0 ? this.#initial : Math.min(this.durationBeforeRetry * 2, this.#max)
     this.lastError = err
     this.lastErrorTime = now
+    this.failures++
   }
 
   /** The earliest time a retry is allowed. */

@@ -62,6 +62,7 @@ describe('PendingOperations', () => {
       waits.push((ops.retryAt(key('vol')) ?? 0) - clock.now())
     }
     expect(waits).toEqual([500, 1000, 2000])
+    expect(ops.lastFailure(key('vol'))).toMatchObject({ name: 'op', attempts: 3, durationMs: 2000 })
     await clock.advance(10_000)
     const ok = ops.run(key('vol'), 'op', async () => {})
     if (ok.status === 'started') await ok.done

@@ -143,7 +143,7 @@ export class PendingOperations {
   }
 
   /** The failure record of a key (for status and `explain`). */
-  lastFailure(key: OperationKey): { name: string; error: unknown; retryAt: number; durationMs: number } | undefined {
+  lastFailure(key: OperationKey): { name: string; error: unknown; retryAt: number; durationMs: number; attempts: number } | undefined {
     const found = this.#find(key)
     if (!found || found.backoff.durationBeforeRetry === 0) return undefined
     return {
@@ -151,6 +151,7 @@ export class PendingOperations {
       error: found.backoff.lastError,
       retryAt: found.backoff.retryAt(),
       durationMs: found.backoff.durationBeforeRetry,
+      attempts: found.backoff.failures,
     }
   }
 

@@ -10,6 +10,7 @@ import type {
   PersistentVolumeClaim,
   Pod,
   Secret,
+  VolumeAttachment,
 } from '../api/kubernetes.js'
 
 /**
@@ -41,6 +42,8 @@ export interface ObjectReader {
   getSecret?(namespace: string, name: string): Promise<Secret>
   getCSIDriver?(name: string): Promise<CSIDriver>
   getNode?(name: string): Promise<Node>
+  /** A VolumeAttachment by name (controller attach of CSI volumes). */
+  getVolumeAttachment?(name: string): Promise<VolumeAttachment>
   /** Calls `listener` after any object changes; returns the unsubscribe function. */
   subscribe?(listener: () => void): () => void
 }

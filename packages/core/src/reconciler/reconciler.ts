@@ -36,6 +36,7 @@ export class Reconciler {
   readonly #dirty = new Set<UniqueVolumeName>()
   #fullPass = true
   #lastSyncTime = 0
+  #lastPassAt = 0
   /** Volume directories that failed reconstruction, cleaned up once unmounting is safe (SPEC §5.6). */
   #failedReconstruction: PodVolumeOnDisk[] = []
   /** Reconstructed volumes waiting for their device path from node status (SPEC §5.5). */
@@ -81,9 +82,15 @@ export class Reconciler {
     this.#fullPass = true
   }
 
+  /** Clock time of the last pass (0 before the first). */
+  get lastPassAt(): number {
+    return this.#lastPassAt
+  }
+
   /** One pass over the changed volumes (or all of them). */
   reconcileOnce(): void {
     const { dsw, asw } = this.#o
+    this.#lastPassAt = this.#o.clock.now()
     let names: Iterable<UniqueVolumeName>
     if (this.#fullPass) {
       this.#fullPass = false
