@@ -15,6 +15,9 @@ import { createRequire } from 'node:module'
 import type * as Koffi from 'koffi'
 
 /** What a system call returned: `ret` < 0 means failure, and `errno` says why. */
+/** Async koffi calls in flight at once, below koffi's own limit; the rest queue. */
+export const MAX_ASYNC_CALLS = 32
+
 export interface SysResult {
   readonly ret: number
   readonly errno: number
@@ -215,15 +218,31 @@ function bind(koffi: KoffiModule): Libc {
     unshare: lib.func('int unshare(int flags)'),
   }
 
+  // koffi refuses new async calls past a fixed number in flight ("Too many asynchronous calls are
+  // running"); a node with hundreds of volumes starts more than that at once. Calls beyond the limit
+  // wait their turn here instead of failing.
+  let active = 0
+  const waiting: (() => void)[] = []
+  const release = (): void => {
+    active--
+    waiting.shift()?.()
+  }
   const async =
     (fn: KoffiFunction) =>
-    (...args: unknown[]): Promise<SysResult> =>
-      new Promise((resolve, reject) => {
-        fn.async(...args, (err: unknown, ret: number) => {
-          if (err) reject(err)
-          else resolve({ ret, errno: ret < 0 ? koffi.errno() : 0 })
+    async (...args: unknown[]): Promise<SysResult> => {
+      if (active >= MAX_ASYNC_CALLS) await new Promise<void>((resolve) => waiting.push(resolve))
+      active++
+      try {
+        return await new Promise((resolve, reject) => {
+          fn.async(...args, (err: unknown, ret: number) => {
+            if (err) reject(err)
+            else resolve({ ret, errno: ret < 0 ? koffi.errno() : 0 })
+          })
         })
-      })
+      } finally {
+        release()
+      }
+    }
   const sync =
     (fn: KoffiFunction) =>
     (...args: unknown[]): SysResult => {

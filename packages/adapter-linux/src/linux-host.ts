@@ -251,13 +251,18 @@ export class LinuxHost implements Host {
    */
   async isMountPoint(path: string): Promise<boolean> {
     const where = await this.#canonical(path)
-    const entries = await this.#table.entries()
-    if (entries.some((e) => e.target === where)) return true
+    const targets = await this.#table.targets()
+    if (targets.has(where)) return true
     const info = await this.lstat(where)
     if (!info) throw new HostError('ENOENT', 'isMountPoint', path, 'no such file or directory')
-    if (info.type !== 'symlink') return false
+    if (info.type !== 'symlink') {
+      // The table may have been read while mounts changed; a device number that differs from the
+      // parent's is a mount point for certain (mount-utils' IsLikelyNotMountPoint test).
+      const parent = where === '/' ? undefined : await this.lstat(where.slice(0, where.lastIndexOf('/')) || '/')
+      return parent !== null && parent !== undefined && parent.dev !== info.dev
+    }
     const resolved = await this.#sys.fs('realpath', where, () => realpath(where))
-    return entries.some((e) => e.target === resolved)
+    return targets.has(resolved)
   }
 
   /** The mounts of the filesystem on `device` (a block device node), by its `major:minor`. */

@@ -22,7 +22,12 @@ import { parseMountInfo } from './mountinfo.js'
 export type MountInfoReader = () => Promise<string>
 
 /** The snapshot and how it is kept fresh. */
+/** mount-utils `maxListTries`. */
+const MAX_LIST_TRIES = 10
+
 export class MountTable {
+  #targetsOf: readonly LinuxMountEntry[] | undefined
+  #targets: ReadonlySet<string> = new Set()
   readonly #read: MountInfoReader
   readonly #libc: () => Libc
   readonly #path: string
@@ -46,6 +51,16 @@ export class MountTable {
   /** The last snapshot, without checking for changes (may be undefined before the first read). */
   peek(): readonly LinuxMountEntry[] | undefined {
     return this.#current
+  }
+
+  /** The mount targets of the current snapshot, indexed (built once per snapshot). */
+  async targets(): Promise<ReadonlySet<string>> {
+    const entries = await this.entries()
+    if (this.#targetsOf !== entries) {
+      this.#targetsOf = entries
+      this.#targets = new Set(entries.map((e) => e.target))
+    }
+    return this.#targets
   }
 
   /** Marks the snapshot stale (after a mount or unmount of our own; the poll would say so too). */
@@ -78,7 +93,15 @@ export class MountTable {
 
   async #refresh(): Promise<void> {
     try {
-      const text = await this.#read()
+      // A read of mountinfo is not atomic: a mount or unmount between two chunks of it can hide an
+      // entry. Read until two reads agree (mount-utils' consistent read, at most 10 tries).
+      let text = await this.#read()
+      for (let tries = 1; tries < MAX_LIST_TRIES; tries++) {
+        // Best effort: when the host refuses more calls (stalled threads), the first read stands.
+        const again = await this.#read().catch(() => text)
+        if (again === text) break
+        text = again
+      }
       this.#reads++
       this.#current = parseMountInfo(text)
     } catch (err) {
