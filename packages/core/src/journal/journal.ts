@@ -153,6 +153,7 @@ export class VolumeJournal {
   readonly #state: Map<UniqueVolumeName, JournalVolume>
   #lines: number
   #bytes = 0
+  #liveAtCompaction = 0
   readonly #queue: { record: JournalRecord; resolve: () => void; reject: (err: unknown) => void }[] = []
   #writing = false
 
@@ -223,9 +224,14 @@ export class VolumeJournal {
           batch.map((b) => b.record),
           this.#state,
         )
-        const live = snapshotRecords(this.#state).length
-        if (this.#lines > (this.#o.compactAfter ?? 1000) && this.#lines >= 2 * live) {
-          await this.#compact().catch((err: unknown) => this.#o.logger.warn('Journal compaction failed', { err: String(err) }))
+        // Counting the live records walks every volume: do it only when the file may have doubled.
+        if (this.#lines > (this.#o.compactAfter ?? 1000) && this.#lines >= 2 * this.#liveAtCompaction) {
+          const live = snapshotRecords(this.#state).length
+          if (this.#lines >= 2 * live) {
+            await this.#compact().catch((err: unknown) => this.#o.logger.warn('Journal compaction failed', { err: String(err) }))
+          } else {
+            this.#liveAtCompaction = live
+          }
         }
         for (const b of batch) b.resolve()
       }
@@ -244,5 +250,6 @@ export class VolumeJournal {
     await host.rename(tmp, path)
     this.#lines = records.length
     this.#bytes = text.length
+    this.#liveAtCompaction = records.length
   }
 }
