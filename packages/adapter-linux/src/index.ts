@@ -27,3 +27,5 @@ export {
 } from './mountinfo.js'
 export type { LinuxHostOptions } from './options.js'
 export { resolveLinuxHostOptions } from './options.js'
+export { CSI_PLUGIN_TYPE, createGrpcCsiDriver, PROTO_DIR, registerStaticCsiDrivers, startHostpathCsiDriver, startPluginWatcher, toCsiError } from './csi/index.js'
+export type { GrpcCsiDriver, GrpcCsiDriverOptions, HostpathCsiDriverOptions, HostpathCsiDriverServer, PluginWatcher, PluginWatcherOptions, StaticCsiDriver } from './csi/index.js'

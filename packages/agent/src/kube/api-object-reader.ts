@@ -17,6 +17,7 @@ import {
   type PersistentVolumeClaim,
   type Secret,
   systemClock,
+  type VolumeAttachment,
 } from '@kubevol/core'
 import { type Informer, createInformer } from './informer.js'
 import { type KubeClients, apiErrorMessage, statusCodeOf, toPlain } from './kube-client.js'
@@ -41,7 +42,7 @@ export interface ApiObjectReader extends ObjectReader {
    * A VolumeAttachment by name (`storage.k8s.io/v1`), for CSI attach; not part of the core's
    * ObjectReader port yet.
    */
-  getVolumeAttachment(name: string): Promise<Record<string, unknown>>
+  getVolumeAttachment(name: string): Promise<VolumeAttachment>
   /** Forgets every cached read. */
   invalidate(): void
   /** Number of cached reads (for status). */
@@ -131,7 +132,7 @@ export function createApiObjectReader(options: ApiObjectReaderOptions): ApiObjec
     getSecret: (namespace, name) => read<Secret>('secrets', namespace, name, () => core.readNamespacedSecret({ namespace, name })),
     getCSIDriver: (name) => read<CSIDriver>('csidrivers.storage.k8s.io', undefined, name, () => storage.readCSIDriver({ name })),
     getVolumeAttachment: (name) =>
-      read<Record<string, unknown>>('volumeattachments.storage.k8s.io', undefined, name, () => storage.readVolumeAttachment({ name })),
+      read<VolumeAttachment>('volumeattachments.storage.k8s.io', undefined, name, () => storage.readVolumeAttachment({ name })),
     async getNode(name) {
       // The watched copy is current to the last event; before the first list, ask the server.
       if (name === nodeName && node && nodeInformer.synced()) return node

@@ -1,0 +1,150 @@
+/**
+ * The whole volume manager with the CSI plugin on the real kernel, talking gRPC to the hostpath
+ * reference driver over a unix socket: a claim's volume staged, published, written through, torn
+ * down; and kubevol killed in the middle of NodeStageVolume, then started again.
+ */
+import { readFileSync } from 'node:fs'
+import { createCsiDriverRegistry, createCsiPlugin, createVolumeManager, type Pod, sha256Hex } from '@kubevol/core'
+import { buildClaim, buildPod, createMemoryObjectReader, createMemoryPodSource } from '@kubevol/core/testing'
+import { afterEach, expect, it } from 'vitest'
+import { describeAsRoot } from '../../test/as-root.js'
+import { useLinuxHost } from '../../test/harness.js'
+import { parseMountInfo } from '../mountinfo.js'
+import { createGrpcCsiDriver } from './grpc-csi-driver.js'
+import { type HostpathCsiDriverServer, startHostpathCsiDriver } from './hostpath-driver.js'
+
+const DRIVER = 'hostpath.csi.kubevol.io'
+const kernelMounts = (prefix: string) =>
+  parseMountInfo(readFileSync('/proc/self/mountinfo', 'utf8'))
+    .map((e) => e.target)
+    .filter((t) => t.startsWith(prefix))
+    .sort()
+
+async function until(check: () => boolean | Promise<boolean>, ms = 20_000): Promise<void> {
+  const deadline = Date.now() + ms
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error('condition not reached in time')
+    await new Promise((r) => setTimeout(r, 25))
+  }
+}
+
+describeAsRoot('the volume manager with a gRPC CSI driver on the Linux host', () => {
+  const h = useLinuxHost()
+  let server: HostpathCsiDriverServer | undefined
+  afterEach(async () => {
+    await server?.stop()
+    server = undefined
+  })
+
+  function world(intercept?: (method: string) => Promise<void> | void) {
+    const { host, p } = h()
+    const root = p('kubevol')
+    const objects = createMemoryObjectReader()
+    objects.put('CSIDriver', { metadata: { name: DRIVER }, spec: { attachRequired: false, podInfoOnMount: true, volumeLifecycleModes: ['Persistent', 'Ephemeral'] } })
+    const { pvc, pv } = buildClaim({ claim: 'data', pv: 'pv-data', pvSource: { csi: { driver: DRIVER, volumeHandle: 'vol-1' } } })
+    objects.put('PersistentVolumeClaim', pvc)
+    objects.put('PersistentVolume', pv)
+    const pods = createMemoryPodSource()
+    const pod: Pod = buildPod({ uid: 'e2e', volumes: [{ name: 'data', persistentVolumeClaim: { claimName: 'data' } }] })
+    const launch = async () => {
+      await host.mkdir(p('data'), { recursive: true })
+      server = await startHostpathCsiDriver({ host, endpoint: p('csi.sock'), dataDir: p('data'), ...(intercept ? { intercept } : {}) })
+    }
+    const manager = () => {
+      const registry = createCsiDriverRegistry()
+      registry.register({ name: DRIVER, driver: createGrpcCsiDriver({ endpoint: p('csi.sock') }), endpoint: p('csi.sock') })
+      const plugin = createCsiPlugin({ drivers: registry })
+      const m = createVolumeManager({ host, plugins: [plugin], podSource: pods, objects, nodeName: 'node-1', rootDir: root, controllerAttachDetach: false })
+      const stop = new AbortController()
+      const running = m.run(stop.signal)
+      return {
+        m,
+        plugin,
+        async kill() {
+          stop.abort()
+          await running
+          for (const d of registry.list()) registry.unregister(d.name)
+        },
+      }
+    }
+    const staging = `${root}/plugins/kubernetes.io/csi/${DRIVER}/${sha256Hex('vol-1')}/globalmount`
+    const target = `${root}/pods/e2e/volumes/kubernetes.io~csi/pv-data/mount`
+    return { host, p, root, pods, pod, launch, manager, staging, target }
+  }
+
+  it('stages, publishes, and tears down through gRPC with real bind mounts', async () => {
+    const w = world()
+    await w.launch()
+    const k = w.manager()
+    await k.plugin.syncDriverObjects()
+    w.pods.setPod(w.pod)
+    await k.m.waitForAttachAndMount(w.pod, { timeoutMs: 30_000 })
+    expect(kernelMounts(w.root)).toEqual([w.staging, w.target].sort())
+    await w.host.writeFile(`${w.target}/db`, 'rows')
+    expect(readFileSync(w.p('data/vol-1/db'), 'utf8')).toBe('rows')
+    const volData = JSON.parse(readFileSync(`${w.root}/pods/e2e/volumes/kubernetes.io~csi/pv-data/vol_data.json`, 'utf8'))
+    expect(volData).toMatchObject({ driverName: DRIVER, volumeHandle: 'vol-1', volumeLifecycleMode: 'Persistent' })
+    w.pods.deletePod('e2e')
+    await k.m.waitForUnmount(w.pod, { timeoutMs: 30_000 })
+    await until(() => kernelMounts(w.root).length === 0)
+    expect(await w.host.lstat(`${w.root}/plugins/kubernetes.io/csi/${DRIVER}/${sha256Hex('vol-1')}`)).toBeNull()
+    expect(readFileSync(w.p('data/vol-1/db'), 'utf8')).toBe('rows')
+    await k.kill()
+  })
+
+  it('publishes an inline ephemeral volume as a tmpfs and removes it with the pod', async () => {
+    const w = world()
+    await w.launch()
+    const k = w.manager()
+    await k.plugin.syncDriverObjects()
+    const pod = buildPod({ uid: 'eph', volumes: [{ name: 'scratch', csi: { driver: DRIVER } }] })
+    w.pods.setPod(pod)
+    await k.m.waitForAttachAndMount(pod, { timeoutMs: 30_000 })
+    const target = `${w.root}/pods/eph/volumes/kubernetes.io~csi/scratch/mount`
+    expect(kernelMounts(w.root)).toEqual([target])
+    const entry = parseMountInfo(readFileSync('/proc/self/mountinfo', 'utf8')).find((e) => e.target === target)
+    expect(entry?.fstype).toBe('tmpfs')
+    w.pods.deletePod('eph')
+    await k.m.waitForUnmount(pod, { timeoutMs: 30_000 })
+    await until(() => kernelMounts(w.root).length === 0)
+    expect(await w.host.lstat(`${w.root}/pods/eph/volumes/kubernetes.io~csi/scratch`)).toBeNull()
+    await k.kill()
+  })
+
+  it.each([
+    { name: 'the pod is still there: staging is re-driven (idempotent), then published', podStays: true },
+    { name: 'the pod went away meanwhile: the staged volume is unstaged', podStays: false },
+  ])('killed in the middle of NodeStageVolume and restarted; $name', async ({ podStays }) => {
+    // The driver stages, then kubevol dies before the answer arrives.
+    let hang = true
+    let staged = false
+    const w = world(async (method) => {
+      if (method !== 'NodeStageVolume' || !hang) return
+      await new Promise((r) => setTimeout(r, 0))
+      staged = true
+      await new Promise((r) => setTimeout(r, 3_000))
+    })
+    await w.launch()
+    const first = w.manager()
+    await first.plugin.syncDriverObjects()
+    w.pods.setPod(w.pod)
+    await until(() => staged)
+    await first.kill()
+    hang = false
+    // The driver finished staging after kubevol died: the mount is there, nobody recorded it.
+    await until(() => kernelMounts(w.root).includes(w.staging), 10_000)
+    if (!podStays) w.pods.deletePod('e2e')
+
+    const second = w.manager()
+    await second.plugin.syncDriverObjects()
+    if (podStays) {
+      await second.m.waitForAttachAndMount(w.pod, { timeoutMs: 30_000 })
+      expect(kernelMounts(w.root)).toEqual([w.staging, w.target].sort())
+      w.pods.deletePod('e2e')
+      await second.m.waitForUnmount(w.pod, { timeoutMs: 30_000 })
+    }
+    await until(() => kernelMounts(w.root).length === 0)
+    expect(kernelMounts(w.root)).toEqual([])
+    await second.kill()
+  })
+})

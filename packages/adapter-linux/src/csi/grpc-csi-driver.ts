@@ -1,0 +1,143 @@
+/**
+ * The CsiDriver port over gRPC on a unix socket (@grpc/grpc-js). Each call carries the deadline the
+ * plugin gives it; gRPC failures become core's CsiError with the status code, so the plugin can
+ * tell uncertain from final outcomes. A connection that cannot be made fails as Unavailable.
+ */
+import * as grpc from '@grpc/grpc-js'
+import {
+  type CsiAccessMode,
+  type CsiCallOptions,
+  type CsiDriver,
+  CsiError,
+  type CsiNodeCapability,
+  type CsiVolumeCapability,
+  type CsiVolumeStats,
+} from '@kubevol/core'
+import { csiProto, unixAddress } from './proto.js'
+
+export interface GrpcCsiDriverOptions {
+  /** The driver's socket: `/var/lib/kubelet/plugins/<driver>/csi.sock` or `unix:///...`. */
+  readonly endpoint: string
+}
+
+/** A gRPC CSI driver, with its address. */
+export interface GrpcCsiDriver extends CsiDriver {
+  readonly address: string
+}
+
+type Unary = (request: object, metadata: grpc.Metadata, options: grpc.CallOptions, callback: (err: grpc.ServiceError | null, response?: unknown) => void) => void
+
+/** core's CsiError from a gRPC failure; other errors pass through. */
+export function toCsiError(err: unknown): unknown {
+  const e = err as Partial<grpc.ServiceError>
+  if (typeof e?.code === 'number') return new CsiError(e.code, e.details ?? e.message ?? '', { cause: err })
+  return err
+}
+
+/** Connects lazily: the first call opens the channel; `close()` releases it. */
+export function createGrpcCsiDriver(options: GrpcCsiDriverOptions): GrpcCsiDriver {
+  const address = unixAddress(options.endpoint)
+  const proto = csiProto()
+  const credentials = grpc.credentials.createInsecure()
+  const identity = new proto.Identity(address, credentials)
+  const node = new proto.Node(address, credentials, { channelOverride: identity.getChannel() })
+
+  const unary = <T>(client: grpc.Client, method: string, request: object, o: CsiCallOptions): Promise<T> =>
+    new Promise<T>((resolve, reject) => {
+      const fn = (client as unknown as Record<string, Unary>)[method]
+      if (!fn) {
+        reject(new Error(`the CSI proto has no method ${method}`))
+        return
+      }
+      fn.call(client, request, new grpc.Metadata(), { deadline: Date.now() + o.timeoutMs }, (err, response) => {
+        if (err) reject(toCsiError(err))
+        else resolve(response as T)
+      })
+    })
+
+  return {
+    address,
+    async getPluginInfo(o) {
+      const r = await unary<{ name: string; vendorVersion: string }>(identity, 'getPluginInfo', {}, o)
+      return { name: r.name, vendorVersion: r.vendorVersion }
+    },
+    async nodeGetInfo(o) {
+      const r = await unary<{ nodeId: string; maxVolumesPerNode: number; accessibleTopology?: { segments: Record<string, string> } | null }>(
+        node,
+        'nodeGetInfo',
+        {},
+        o,
+      )
+      return { nodeId: r.nodeId, maxVolumesPerNode: Number(r.maxVolumesPerNode), ...(r.accessibleTopology ? { accessibleTopology: r.accessibleTopology.segments } : {}) }
+    },
+    async nodeGetCapabilities(o) {
+      const r = await unary<{ capabilities: { rpc?: { type: string } | null }[] }>(node, 'nodeGetCapabilities', {}, o)
+      return r.capabilities.map((c) => c.rpc?.type).filter((t): t is CsiNodeCapability => !!t && t !== 'UNKNOWN')
+    },
+    async nodeStageVolume(r, o) {
+      await unary(node, 'nodeStageVolume', { ...r, volumeCapability: capability(r.volumeCapability) }, o)
+    },
+    async nodeUnstageVolume(r, o) {
+      await unary(node, 'nodeUnstageVolume', r, o)
+    },
+    async nodePublishVolume(r, o) {
+      await unary(node, 'nodePublishVolume', { ...r, volumeCapability: capability(r.volumeCapability) }, o)
+    },
+    async nodeUnpublishVolume(r, o) {
+      await unary(node, 'nodeUnpublishVolume', r, o)
+    },
+    async nodeExpandVolume(r, o) {
+      const res = await unary<{ capacityBytes: number }>(
+        node,
+        'nodeExpandVolume',
+        {
+          volumeId: r.volumeId,
+          volumePath: r.volumePath,
+          capacityRange: { requiredBytes: r.requiredBytes, limitBytes: 0 },
+          stagingTargetPath: r.stagingTargetPath,
+          ...(r.volumeCapability ? { volumeCapability: capability(r.volumeCapability) } : {}),
+          secrets: r.secrets,
+        },
+        o,
+      )
+      return Number(res.capacityBytes)
+    },
+    async nodeGetVolumeStats(r, o) {
+      const res = await unary<{ usage: { available: number; total: number; used: number; unit: string }[]; volumeCondition?: { abnormal: boolean; message: string } | null }>(
+        node,
+        'nodeGetVolumeStats',
+        r,
+        o,
+      )
+      return statsOf(res.usage, res.volumeCondition ?? undefined)
+    },
+    close() {
+      node.close()
+      identity.close()
+    },
+  }
+}
+
+function capability(c: CsiVolumeCapability): object {
+  return {
+    mount: { fsType: c.mount.fsType, mountFlags: [...c.mount.mountFlags], volumeMountGroup: c.mount.volumeMountGroup ?? '' },
+    accessMode: { mode: c.accessMode satisfies CsiAccessMode },
+  }
+}
+
+function statsOf(
+  usage: readonly { available: number; total: number; used: number; unit: string }[],
+  condition: { abnormal: boolean; message: string } | undefined,
+): CsiVolumeStats {
+  const bytes = usage.find((u) => u.unit === 'BYTES')
+  const inodes = usage.find((u) => u.unit === 'INODES')
+  return {
+    capacityBytes: Number(bytes?.total ?? 0),
+    availableBytes: Number(bytes?.available ?? 0),
+    usedBytes: Number(bytes?.used ?? 0),
+    inodes: Number(inodes?.total ?? 0),
+    inodesFree: Number(inodes?.available ?? 0),
+    inodesUsed: Number(inodes?.used ?? 0),
+    ...(condition ? { volumeCondition: { abnormal: condition.abnormal, message: condition.message } } : {}),
+  }
+}

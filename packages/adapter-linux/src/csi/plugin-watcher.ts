@@ -1,0 +1,145 @@
+/**
+ * Driver registration compatible with the kubelet's plugin-registration protocol: a plugin (the
+ * node-driver-registrar sidecar of a CSI driver) places a socket in `<root>/plugins_registry/` and
+ * serves Registration on it; kubevol calls GetInfo, checks the type and versions, connects to the
+ * driver's endpoint and calls NodeGetInfo, registers it, then calls NotifyRegistrationStatus with
+ * the outcome. Removing the socket unregisters the driver.
+ */
+import { type FSWatcher, mkdirSync, readdirSync, statSync, watch } from 'node:fs'
+import { join } from 'node:path'
+import * as grpc from '@grpc/grpc-js'
+import type { CsiDriverRegistry, Logger } from '@kubevol/core'
+import { createGrpcCsiDriver } from './grpc-csi-driver.js'
+import { registrationProto, unixAddress } from './proto.js'
+
+/** The plugin type CSI drivers register with. */
+export const CSI_PLUGIN_TYPE = 'CSIPlugin'
+
+export interface PluginWatcherOptions {
+  /** The agent's root directory (`/var/lib/kubevol`; `/var/lib/kubelet` for drivers that hard-code it). */
+  readonly rootDir: string
+  readonly registry: CsiDriverRegistry
+  readonly logger?: Logger
+  /** Deadline of each registration call. @default 10_000 */
+  readonly timeoutMs?: number
+  /** A rescan this often catches what the directory watch missed. @default 10_000 */
+  readonly rescanIntervalMs?: number
+}
+
+export interface PluginWatcher {
+  /** `<root>/plugins_registry`. */
+  readonly dir: string
+  /** Looks at the directory again (the watch calls it on every change). Resolves when done. */
+  rescan(): Promise<void>
+  stop(): void
+}
+
+interface PluginInfo {
+  type: string
+  name: string
+  endpoint: string
+  supportedVersions: string[]
+}
+
+type Unary = (request: object, options: grpc.CallOptions, callback: (err: grpc.ServiceError | null, response?: unknown) => void) => void
+
+function callUnary<T>(client: grpc.Client, method: string, request: object, timeoutMs: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const fn = (client as unknown as Record<string, Unary>)[method] as Unary
+    fn.call(client, request, { deadline: Date.now() + timeoutMs }, (err, response) => (err ? reject(err) : resolve(response as T)))
+  })
+}
+
+/** A CSI version kubevol speaks: any 1.x (the kubelet accepts ≥ 1.0.0). */
+function supportsV1(versions: readonly string[]): boolean {
+  return versions.some((v) => /^v?1(\.|$)/.test(v))
+}
+
+/** Creates `<root>/plugins_registry`, registers the sockets already there, and watches for more. */
+export async function startPluginWatcher(options: PluginWatcherOptions): Promise<PluginWatcher> {
+  const dir = join(options.rootDir, 'plugins_registry')
+  mkdirSync(dir, { recursive: true, mode: 0o750 })
+  const timeoutMs = options.timeoutMs ?? 10_000
+  const bySocket = new Map<string, string>()
+  const inFlight = new Set<string>()
+  let stopped = false
+  let scanning: Promise<void> = Promise.resolve()
+
+  async function registerSocket(socket: string): Promise<void> {
+    const Registration = registrationProto().Registration
+    const client = new Registration(unixAddress(socket), grpc.credentials.createInsecure())
+    try {
+      const info = await callUnary<PluginInfo>(client, 'getInfo', {}, timeoutMs)
+      let error = ''
+      try {
+        if (info.type !== CSI_PLUGIN_TYPE) throw new Error(`plugin type "${info.type}" is not supported`)
+        if (!info.name) throw new Error('plugin name is empty')
+        if (!supportsV1(info.supportedVersions)) throw new Error(`none of the versions [${info.supportedVersions.join(', ')}] is supported (need 1.x)`)
+        const endpoint = info.endpoint || socket
+        const driver = createGrpcCsiDriver({ endpoint })
+        try {
+          await driver.nodeGetInfo({ timeoutMs })
+        } catch (err) {
+          driver.close?.()
+          throw new Error(`NodeGetInfo of driver ${info.name} failed: ${(err as Error).message}`)
+        }
+        options.registry.register({ name: info.name, driver, endpoint, versions: info.supportedVersions })
+        bySocket.set(socket, info.name)
+        options.logger?.info('Registered CSI driver', { driver: info.name, endpoint })
+      } catch (err) {
+        error = (err as Error).message
+        options.logger?.error('CSI driver registration failed', { socket, err: error })
+      }
+      await callUnary(client, 'notifyRegistrationStatus', { pluginRegistered: error === '', error }, timeoutMs)
+    } finally {
+      client.close()
+    }
+  }
+
+  async function scan(): Promise<void> {
+    if (stopped) return
+    const present = new Set<string>()
+    for (const name of readdirSync(dir)) {
+      const path = join(dir, name)
+      try {
+        if (statSync(path).isSocket()) present.add(path)
+      } catch {}
+    }
+    for (const [socket, name] of bySocket) {
+      if (present.has(socket)) continue
+      bySocket.delete(socket)
+      options.registry.unregister(name)
+      options.logger?.info('Unregistered CSI driver: its registration socket is gone', { driver: name, socket })
+    }
+    const work: Promise<void>[] = []
+    for (const socket of present) {
+      if (bySocket.has(socket) || inFlight.has(socket)) continue
+      inFlight.add(socket)
+      work.push(
+        registerSocket(socket)
+          .catch((err: unknown) => options.logger?.warn('Registration socket did not answer', { socket, err: (err as Error).message }))
+          .finally(() => inFlight.delete(socket)),
+      )
+    }
+    await Promise.all(work)
+  }
+
+  const rescan = (): Promise<void> => {
+    scanning = scanning.then(scan, scan)
+    return scanning
+  }
+  let watcher: FSWatcher | undefined = watch(dir, () => void rescan())
+  const interval = setInterval(() => void rescan(), options.rescanIntervalMs ?? 10_000)
+  interval.unref()
+  await rescan()
+  return {
+    dir,
+    rescan,
+    stop() {
+      stopped = true
+      clearInterval(interval)
+      watcher?.close()
+      watcher = undefined
+    },
+  }
+}

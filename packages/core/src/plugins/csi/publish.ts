@@ -1,0 +1,127 @@
+/**
+ * SetUp → NodePublishVolume and TearDown → NodeUnpublishVolume (SPEC §7.7), into
+ * `pods/<uid>/volumes/kubernetes.io~csi/<name>/mount` with vol_data.json beside `mount`.
+ */
+import type { Pod } from '../../api/kubernetes.js'
+import type { VolumeSpec } from '../../api/volume-spec.js'
+import { accessModesOf, mountOptionsOf } from '../../api/volume-spec.js'
+import { errorMessage, uncertainProgress } from '../../errors.js'
+import { dirname, joinPath } from '../../paths.js'
+import type { MounterArgs } from '../plugin.js'
+import { applyFsGroup } from '../util/fs-group.js'
+import { waitForVolumeAttachment } from './attachment.js'
+import { classifyCsiError, isFinalCsiError } from './csi-error.js'
+import { accessModeOf, attachmentName, csiSourceOf, ephemeralVolumeHandle, lifecycleModesOf, podInfoAttributes, readSecrets, serviceAccountTokens } from './requests.js'
+import { CSI_PLUGIN_NAME, type CsiRuntime, call, capabilitiesOf, driverObject, driverOf, stagingPath } from './runtime.js'
+import { removeMountDir } from './stage.js'
+import { loadVolData, removeVolData, saveVolData } from './vol-data.js'
+
+/** The pod's volume directory and its `mount` target. */
+export function publishPaths(rt: CsiRuntime, podUID: string, specName: string): { dir: string; target: string } {
+  const dir = rt.context().paths.podVolumeDir(podUID, CSI_PLUGIN_NAME, specName)
+  return { dir, target: joinPath(dir, 'mount') }
+}
+
+/** NodePublishVolume for one pod, then fsGroup ownership when the CSIDriver's policy asks for it. */
+export async function publishVolume(rt: CsiRuntime, spec: VolumeSpec, pod: Pod, args: MounterArgs): Promise<void> {
+  const source = csiSourceOf(spec)
+  if (!source) throw new Error(`volume ${spec.name} is not a CSI volume`)
+  const context = rt.context()
+  const { host } = context
+  const podUID = pod.metadata.uid ?? ''
+  const { dir, target } = publishPaths(rt, podUID, spec.name)
+  const driver = driverOf(rt, source.driver)
+  const object = await driverObject(rt, source.driver)
+  const mode = source.ephemeral ? 'Ephemeral' : 'Persistent'
+  const modes = lifecycleModesOf(object)
+  if (!modes.includes(mode)) {
+    throw new Error(`volume mode "${mode}" not supported by driver ${source.driver} (only supports ${JSON.stringify(modes.join(','))})`)
+  }
+  const volumeHandle = source.ephemeral ? ephemeralVolumeHandle(podUID, spec.name) : source.volumeHandle
+  const attachRequired = !source.ephemeral && object?.spec?.attachRequired !== false
+  await host.mkdir(dir, { recursive: true, mode: 0o750 })
+  await saveVolData(host, dir, {
+    specVolID: spec.name,
+    volumeHandle,
+    driverName: source.driver,
+    nodeName: context.nodeName,
+    attachmentID: attachRequired ? attachmentName(volumeHandle, source.driver, context.nodeName) : '',
+    volumeLifecycleMode: mode,
+    ...(args.seLinuxLabel ? { seLinuxMountContext: args.seLinuxLabel } : {}),
+  })
+  // Before the call: failures here changed nothing on the node and are final as they are.
+  const capabilities = await capabilitiesOf(rt, source.driver)
+  const staged = !source.ephemeral && capabilities.includes('STAGE_UNSTAGE_VOLUME')
+  const publishContext = attachRequired ? { ...((await waitForVolumeAttachment(rt, source.driver, volumeHandle, rt.timeoutMs)).status?.attachmentMetadata ?? {}) } : {}
+  const volumeContext: Record<string, string> = { ...source.volumeAttributes }
+  if (object?.spec?.podInfoOnMount) Object.assign(volumeContext, podInfoAttributes(pod, source.ephemeral))
+  const tokens = await serviceAccountTokens(context.tokens, object, pod)
+  if (tokens !== undefined) volumeContext['csi.storage.k8s.io/serviceAccount.tokens'] = tokens
+  const secrets = await readSecrets(context.objects, source.nodePublishSecretRef, pod.metadata.namespace ?? 'default')
+  const mountFlags = mountOptionsOf(spec)
+  if (args.seLinuxLabel && object?.spec?.seLinuxMount) mountFlags.push(`context="${args.seLinuxLabel}"`)
+  const delegated = args.fsGroup !== undefined && capabilities.includes('VOLUME_MOUNT_GROUP') && object?.spec?.fsGroupPolicy === 'File'
+  try {
+    await call(rt, source.driver, '/csi.v1.Node/NodePublishVolume', (o) =>
+      driver.nodePublishVolume(
+        {
+          volumeId: volumeHandle,
+          publishContext,
+          stagingTargetPath: staged ? stagingPath(rt, source.driver, volumeHandle) : '',
+          targetPath: target,
+          volumeCapability: {
+            mount: { fsType: source.fsType, mountFlags, ...(delegated ? { volumeMountGroup: String(args.fsGroup) } : {}) },
+            accessMode: accessModeOf(spec, capabilities),
+          },
+          readonly: source.readOnly,
+          secrets,
+          volumeContext,
+        },
+        o,
+      ),
+    )
+  } catch (err) {
+    if (isFinalCsiError(err)) {
+      await removeMountDir(rt, target).catch(() => undefined)
+      await removeVolData(host, dir).catch(() => undefined)
+      await removeMountDir(rt, dir).catch(() => undefined)
+    }
+    throw classifyCsiError('rpc NodePublishVolume', err)
+  }
+  if (delegated) return
+  if (!fsGroupApplies(object?.spec?.fsGroupPolicy, source.fsType, spec)) return
+  try {
+    await applyFsGroup(context, { pluginName: CSI_PLUGIN_NAME, dir: target, fsGroup: args.fsGroup, policy: args.fsGroupChangePolicy, readOnly: source.readOnly, pod })
+  } catch (err) {
+    throw uncertainProgress(`applyFSGroup failed for vol ${volumeHandle}: ${errorMessage(err)}`, err)
+  }
+}
+
+/** File: always; None: never; ReadWriteOnceWithFSType (default): with an fs type and RWO access. */
+function fsGroupApplies(policy: string | undefined, fsType: string, spec: VolumeSpec): boolean {
+  if (policy === 'File') return true
+  if (policy === 'None') return false
+  if (!fsType) return false
+  const modes = accessModesOf(spec)
+  return modes.length === 0 || (modes.length === 1 && modes[0] === 'ReadWriteOnce')
+}
+
+/** NodeUnpublishVolume, then removes `mount`, vol_data.json and the volume directory. Idempotent. */
+export async function unpublishVolume(rt: CsiRuntime, podUID: string, specName: string): Promise<void> {
+  const { host } = rt.context()
+  const { dir, target } = publishPaths(rt, podUID, specName)
+  const data = await loadVolData(host, dir)
+  if (data) {
+    const driver = driverOf(rt, data.driverName)
+    try {
+      await call(rt, data.driverName, '/csi.v1.Node/NodeUnpublishVolume', (o) => driver.nodeUnpublishVolume({ volumeId: data.volumeHandle, targetPath: target }, o))
+    } catch (err) {
+      throw classifyCsiError('rpc NodeUnpublishVolume', err)
+    }
+  } else if (await host.isMountPoint(target).catch(() => false)) {
+    throw new Error(`cannot unpublish ${target}: ${dirname(target)}/vol_data.json is missing`)
+  }
+  await removeMountDir(rt, target)
+  await removeVolData(host, dir)
+  await removeMountDir(rt, dir)
+}

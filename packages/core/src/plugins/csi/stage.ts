@@ -1,0 +1,103 @@
+/**
+ * MountDevice → NodeStageVolume and UnmountDevice → NodeUnstageVolume (SPEC §7.7).
+ */
+import type { VolumeSpec } from '../../api/volume-spec.js'
+import { mountOptionsOf } from '../../api/volume-spec.js'
+import { isHostError } from '../../errors.js'
+import { dirname } from '../../paths.js'
+import type { DeviceMounterArgs } from '../plugin.js'
+import { waitForVolumeAttachment } from './attachment.js'
+import { classifyCsiError, isFinalCsiError } from './csi-error.js'
+import { accessModeOf, csiSourceOf, readSecrets } from './requests.js'
+import { type CsiRuntime, call, capabilitiesOf, driverObject, driverOf } from './runtime.js'
+import { loadVolData, removeVolData, saveVolData } from './vol-data.js'
+
+/** Removes a directory when it is not a mount point and exists; refuses when it is still mounted. */
+export async function removeMountDir(rt: CsiRuntime, path: string): Promise<void> {
+  const { host } = rt.context()
+  if (!(await host.lstat(path))) return
+  if (await host.isMountPoint(path)) throw new Error(`${path} is still mounted`)
+  try {
+    await host.remove(path)
+  } catch (err) {
+    if (!isHostError(err, 'ENOENT')) throw err
+  }
+}
+
+/**
+ * Creates the staging directory and its vol_data.json (always: UnmountDevice needs it), then
+ * stages when the driver has STAGE_UNSTAGE_VOLUME. A final failure removes both; an uncertain one
+ * keeps them and reports uncertain progress.
+ */
+export async function stageVolume(rt: CsiRuntime, spec: VolumeSpec, deviceMountPath: string, args: DeviceMounterArgs): Promise<void> {
+  const source = csiSourceOf(spec)
+  if (!source || source.ephemeral) throw new Error(`volume ${spec.name} is not a CSI persistent volume`)
+  const context = rt.context()
+  const { host } = context
+  const driver = driverOf(rt, source.driver)
+  const dataDir = dirname(deviceMountPath)
+  await host.mkdir(deviceMountPath, { recursive: true, mode: 0o750 })
+  await saveVolData(host, dataDir, { driverName: source.driver, volumeHandle: source.volumeHandle })
+  const cleanup = async (): Promise<void> => {
+    await removeMountDir(rt, deviceMountPath).catch(() => undefined)
+    await removeVolData(host, dataDir).catch(() => undefined)
+    await removeMountDir(rt, dataDir).catch(() => undefined)
+  }
+  // Before the call: failures here changed nothing on the node and are final as they are.
+  const capabilities = await capabilitiesOf(rt, source.driver)
+  if (!capabilities.includes('STAGE_UNSTAGE_VOLUME')) return
+  const object = await driverObject(rt, source.driver)
+  let publishContext: Record<string, string> = {}
+  if (object?.spec?.attachRequired !== false) {
+    const va = await waitForVolumeAttachment(rt, source.driver, source.volumeHandle, rt.timeoutMs)
+    publishContext = { ...(va.status?.attachmentMetadata ?? {}) }
+  }
+  const secrets = await readSecrets(context.objects, source.nodeStageSecretRef, 'default')
+  const mountFlags = mountOptionsOf(spec)
+  if (args.seLinuxLabel && object?.spec?.seLinuxMount) mountFlags.push(`context="${args.seLinuxLabel}"`)
+  const fsGroupDelegated = args.fsGroup !== undefined && capabilities.includes('VOLUME_MOUNT_GROUP') && object?.spec?.fsGroupPolicy === 'File'
+  try {
+    await call(rt, source.driver, '/csi.v1.Node/NodeStageVolume', (o) =>
+      driver.nodeStageVolume(
+        {
+          volumeId: source.volumeHandle,
+          publishContext,
+          stagingTargetPath: deviceMountPath,
+          volumeCapability: {
+            mount: { fsType: source.fsType, mountFlags, ...(fsGroupDelegated ? { volumeMountGroup: String(args.fsGroup) } : {}) },
+            accessMode: accessModeOf(spec, capabilities),
+          },
+          secrets,
+          volumeContext: source.volumeAttributes,
+        },
+        o,
+      ),
+    )
+  } catch (err) {
+    if (isFinalCsiError(err)) await cleanup()
+    throw classifyCsiError('rpc NodeStageVolume', err)
+  }
+}
+
+/** Reads vol_data.json next to the staging path, unstages when the driver stages, removes both. */
+export async function unstageVolume(rt: CsiRuntime, deviceMountPath: string): Promise<void> {
+  const { host } = rt.context()
+  const dataDir = dirname(deviceMountPath)
+  const data = await loadVolData(host, dataDir)
+  if (data) {
+    const driver = driverOf(rt, data.driverName)
+    const capabilities = await capabilitiesOf(rt, data.driverName)
+    if (capabilities.includes('STAGE_UNSTAGE_VOLUME')) {
+      try {
+        await call(rt, data.driverName, '/csi.v1.Node/NodeUnstageVolume', (o) =>
+          driver.nodeUnstageVolume({ volumeId: data.volumeHandle, stagingTargetPath: deviceMountPath }, o),
+        )
+      } catch (err) {
+        throw classifyCsiError('rpc NodeUnstageVolume', err)
+      }
+    }
+  }
+  await removeMountDir(rt, deviceMountPath)
+  await removeVolData(host, dataDir)
+  await removeMountDir(rt, dataDir)
+}

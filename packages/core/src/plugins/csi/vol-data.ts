@@ -1,0 +1,51 @@
+/**
+ * `vol_data.json`: what the kubelet writes next to a CSI volume so unmount, unstage and restart
+ * reconstruction know the driver and handle without the API (SPEC §7.7). Keys are the kubelet's.
+ */
+import { isHostError } from '../../errors.js'
+import type { Host } from '../../host/host.js'
+import { joinPath } from '../../paths.js'
+import { decodeUtf8 } from '../../text.js'
+
+export const VOL_DATA_FILE = 'vol_data.json'
+
+/** The kubelet's keys; staging data carries only `driverName` and `volumeHandle`. */
+export interface VolData {
+  readonly specVolID?: string
+  readonly volumeHandle: string
+  readonly driverName: string
+  readonly nodeName?: string
+  readonly attachmentID?: string
+  readonly volumeLifecycleMode?: 'Persistent' | 'Ephemeral'
+  readonly seLinuxMountContext?: string
+}
+
+/** Writes `dir/vol_data.json` (0640). */
+export async function saveVolData(host: Host, dir: string, data: VolData): Promise<void> {
+  await host.writeFile(joinPath(dir, VOL_DATA_FILE), JSON.stringify(data), { mode: 0o640 })
+}
+
+/** Reads `dir/vol_data.json`; null when it does not exist. Throws on malformed content. */
+export async function loadVolData(host: Host, dir: string): Promise<VolData | null> {
+  let bytes: Uint8Array
+  try {
+    bytes = await host.readFile(joinPath(dir, VOL_DATA_FILE))
+  } catch (err) {
+    if (isHostError(err, 'ENOENT', 'ENOTDIR')) return null
+    throw err
+  }
+  const data = JSON.parse(decodeUtf8(bytes)) as Partial<VolData>
+  if (typeof data.driverName !== 'string' || typeof data.volumeHandle !== 'string') {
+    throw new Error(`${joinPath(dir, VOL_DATA_FILE)} has no driverName or volumeHandle`)
+  }
+  return data as VolData
+}
+
+/** Removes `dir/vol_data.json`; a missing file is fine. */
+export async function removeVolData(host: Host, dir: string): Promise<void> {
+  try {
+    await host.remove(joinPath(dir, VOL_DATA_FILE))
+  } catch (err) {
+    if (!isHostError(err, 'ENOENT')) throw err
+  }
+}

@@ -1,0 +1,354 @@
+/**
+ * The CSI plugin through the whole manager on the in-memory host, with the in-memory CSI driver:
+ * the order of node calls, the capabilities and CSIDriver options that change it, gRPC failures
+ * classified as uncertain or final, and restart reconstruction from vol_data.json.
+ */
+import { createMemoryHost } from '@kubevol/adapter-mock'
+import { createBuiltinPlugins, type CSIDriver, NotFoundError, type Pod, type TokenSource, type VolumeAttachment } from '@kubevol/core'
+import { buildClaim, buildPod, createFakeClock, createHarness, type FakeClock } from '@kubevol/core/testing'
+import { afterEach, describe, expect, it } from 'vitest'
+import {
+  attachmentName,
+  createCsiDriverRegistry,
+  createCsiPlugin,
+  csiError,
+  type CsiDriverRegistry,
+  type CsiNodeCapability,
+  type CsiVolumePlugin,
+  ephemeralVolumeHandle,
+  sha256Hex,
+} from '../../packages/core/src/plugins/csi/index.js'
+import { createMemoryCsiDriver, type MemoryCsiDriver } from '../../packages/core/src/testing/csi/index.js'
+
+const ROOT = '/var/lib/kubevol'
+const DRIVER = 'memory.csi.kubevol.io'
+const HANDLE = 'vol-0001'
+const STAGING = `plugins/kubernetes.io/csi/${DRIVER}/${sha256Hex(HANDLE)}/globalmount`
+const TARGET = (uid: string, pv = 'pv-data') => `pods/${uid}/volumes/kubernetes.io~csi/${pv}/mount`
+const text = (bytes: Uint8Array) => new TextDecoder().decode(bytes)
+
+interface World {
+  clock: FakeClock
+  host: ReturnType<typeof createMemoryHost>
+  driver: MemoryCsiDriver
+  registry: CsiDriverRegistry
+}
+
+function world(capabilities?: readonly CsiNodeCapability[]): World {
+  const clock = createFakeClock()
+  const host = createMemoryHost({ clock })
+  const driver = createMemoryCsiDriver({ host, name: DRIVER, ...(capabilities ? { capabilities } : {}) })
+  const registry = createCsiDriverRegistry()
+  registry.register({ name: DRIVER, driver })
+  return { clock, host, driver, registry }
+}
+
+let running: { stop(): Promise<void> }[] = []
+afterEach(async () => {
+  for (const h of running) await h.stop()
+  running = []
+})
+
+async function start(
+  w: World,
+  o: {
+    csiDriver?: CSIDriver['spec']
+    attachments?: Map<string, VolumeAttachment>
+    pv?: Record<string, unknown>
+    accessModes?: string[]
+    tokens?: TokenSource
+  } = {},
+) {
+  const plugin: CsiVolumePlugin = createCsiPlugin({
+    drivers: w.registry,
+    ...(o.attachments ? { getVolumeAttachment: (name: string) => readAttachment(o.attachments, name) } : {}),
+  })
+  const h = createHarness({ host: w.host, clock: w.clock, plugins: [...createBuiltinPlugins(), plugin], ...(o.tokens ? { manager: { tokens: o.tokens } } : {}) })
+  if (o.csiDriver) h.objects.put('CSIDriver', { metadata: { name: DRIVER }, spec: o.csiDriver })
+  const { pvc, pv } = buildClaim({
+    claim: 'data',
+    pv: 'pv-data',
+    ...(o.accessModes ? { accessModes: o.accessModes } : {}),
+    pvSource: { csi: { driver: DRIVER, volumeHandle: HANDLE, fsType: 'ext4', volumeAttributes: { tier: 'gold' }, ...o.pv } },
+  })
+  h.objects.put('PersistentVolumeClaim', pvc)
+  h.objects.put('PersistentVolume', pv)
+  await plugin.syncDriverObjects()
+  h.start()
+  running.push(h)
+  return h
+}
+
+async function readAttachment(attachments: Map<string, VolumeAttachment> | undefined, name: string): Promise<VolumeAttachment> {
+  const va = attachments?.get(name)
+  if (!va) throw new NotFoundError('volumeattachments.storage.k8s.io', name)
+  return va
+}
+
+const claimPod = (uid: string): Pod => buildPod({ uid, volumes: [{ name: 'data', persistentVolumeClaim: { claimName: 'data' } }] })
+const relative = (w: World) => w.host.mountTargets().map((t) => t.replace(`${ROOT}/`, '')).sort()
+const methods = (w: World) => w.driver.calls.map((c) => c.method).filter((m) => m !== 'NodeGetCapabilities')
+
+describe('CSI persistent volumes', () => {
+  it('stages once, publishes per pod, unstages only after the last unpublish', async () => {
+    const w = world()
+    const h = await start(w, { csiDriver: { attachRequired: false } })
+    await h.addPodAndWait(claimPod('a'))
+    await h.addPodAndWait(claimPod('b'))
+    expect(relative(w)).toEqual([STAGING, TARGET('a'), TARGET('b')].sort())
+    const volData = JSON.parse(text(await w.host.readFile(`${ROOT}/pods/a/volumes/kubernetes.io~csi/pv-data/vol_data.json`)))
+    expect(volData).toEqual({
+      specVolID: 'pv-data',
+      volumeHandle: HANDLE,
+      driverName: DRIVER,
+      nodeName: 'node-1',
+      attachmentID: '',
+      volumeLifecycleMode: 'Persistent',
+    })
+    expect(JSON.parse(text(await w.host.readFile(`${ROOT}/${STAGING.replace('/globalmount', '')}/vol_data.json`)))).toEqual({ driverName: DRIVER, volumeHandle: HANDLE })
+
+    h.pods.deletePod('a')
+    await h.manager.waitForIdle()
+    expect(relative(w)).toEqual([STAGING, TARGET('b')].sort())
+    h.pods.deletePod('b')
+    await h.manager.waitForIdle()
+    expect(relative(w)).toEqual([])
+    expect(methods(w)).toEqual(['NodeStageVolume', 'NodePublishVolume', 'NodePublishVolume', 'NodeUnpublishVolume', 'NodeUnpublishVolume', 'NodeUnstageVolume'])
+    expect(w.host.exists(`${ROOT}/plugins/kubernetes.io/csi/${DRIVER}/${sha256Hex(HANDLE)}`)).toBe(false)
+    expect(w.host.exists(`${ROOT}/pods/a/volumes/kubernetes.io~csi/pv-data`)).toBe(false)
+  })
+
+  it('passes the access mode, fs type, mount options, volume context and publish-only staging path', async () => {
+    const w = world()
+    const h = await start(w, { csiDriver: { attachRequired: false }, accessModes: ['ReadWriteMany'] })
+    await h.addPodAndWait(claimPod('a'))
+    const stage = w.driver.calls.find((c) => c.method === 'NodeStageVolume')?.request
+    const publish = w.driver.calls.find((c) => c.method === 'NodePublishVolume')?.request
+    expect(stage).toMatchObject({
+      volumeId: HANDLE,
+      stagingTargetPath: `${ROOT}/${STAGING}`,
+      volumeCapability: { mount: { fsType: 'ext4', mountFlags: [] }, accessMode: 'MULTI_NODE_MULTI_WRITER' },
+      volumeContext: { tier: 'gold' },
+      publishContext: {},
+      secrets: {},
+    })
+    expect(publish).toMatchObject({ stagingTargetPath: `${ROOT}/${STAGING}`, targetPath: `${ROOT}/${TARGET('a')}`, readonly: false, volumeContext: { tier: 'gold' } })
+  })
+
+  it('does not stage when the driver lacks STAGE_UNSTAGE_VOLUME, but keeps vol_data.json for unmount', async () => {
+    const w = world(['GET_VOLUME_STATS'])
+    const h = await start(w, { csiDriver: { attachRequired: false } })
+    await h.addPodAndWait(claimPod('a'))
+    expect(relative(w)).toEqual([TARGET('a')])
+    expect(w.driver.calls.find((c) => c.method === 'NodePublishVolume')?.request.stagingTargetPath).toBe('')
+    h.pods.deletePod('a')
+    await h.manager.waitForIdle()
+    expect(relative(w)).toEqual([])
+    expect(methods(w)).toEqual(['NodePublishVolume', 'NodeUnpublishVolume'])
+  })
+
+  it('republishes on every pod resync when the CSIDriver requiresRepublish', async () => {
+    const w = world()
+    const h = await start(w, { csiDriver: { attachRequired: false, requiresRepublish: true } })
+    await h.addPodAndWait(claimPod('a'))
+    h.objects.put('ConfigMap', { metadata: { name: 'unrelated', namespace: 'default' }, data: {} })
+    await h.advanceUntil(() => methods(w).filter((m) => m === 'NodePublishVolume').length >= 2)
+    await h.manager.waitForIdle()
+    expect(methods(w).filter((m) => m === 'NodePublishVolume').length).toBeGreaterThanOrEqual(2)
+    expect(methods(w).filter((m) => m === 'NodeStageVolume')).toHaveLength(1)
+    expect(relative(w)).toEqual([STAGING, TARGET('a')].sort())
+  })
+
+  it('a DeadlineExceeded publish leaves the volume uncertain; deleting the pod unpublishes it', async () => {
+    const w = world()
+    const h = await start(w, { csiDriver: { attachRequired: false } })
+    // The driver mounts, then never answers: the 2-minute deadline passes.
+    const remove = w.driver.intercept(async (call, next) => {
+      const result = await next()
+      if (call.method === 'NodePublishVolume') await new Promise(() => {})
+      return result
+    })
+    h.pods.setPod(claimPod('a'))
+    await h.advanceUntil(() => h.events.some((e) => e.reason === 'FailedMount'), { maxMs: 130_000, step: 1_000 })
+    expect(h.events.find((e) => e.reason === 'FailedMount')?.message).toContain('code = DeadlineExceeded')
+    expect(h.manager.actualState.getAllMountedVolumes().find((v) => v.podName.includes('a'))?.mountState).toBe('uncertain')
+    remove()
+    h.pods.deletePod('a')
+    await h.advanceUntil(() => relative(w).length === 0, { maxMs: 10_000 })
+    expect(relative(w)).toEqual([])
+    expect(methods(w)).toContain('NodeUnpublishVolume')
+    expect(methods(w).at(-1)).toBe('NodeUnstageVolume')
+  })
+
+  it('a final error (InvalidArgument) on stage removes the staging directory and its vol_data.json', async () => {
+    const w = world()
+    const h = await start(w, { csiDriver: { attachRequired: false } })
+    const remove = w.driver.intercept(async (call, next) => {
+      if (call.method === 'NodeStageVolume') throw csiError('InvalidArgument', 'bad fs type')
+      return next()
+    })
+    h.pods.setPod(claimPod('a'))
+    await h.advanceUntil(() => h.events.some((e) => e.reason === 'FailedMount'))
+    expect(h.events.find((e) => e.reason === 'FailedMount')?.message).toContain('code = InvalidArgument desc = bad fs type')
+    expect(w.host.exists(`${ROOT}/plugins/kubernetes.io/csi/${DRIVER}/${sha256Hex(HANDLE)}`)).toBe(false)
+    remove()
+    await h.advanceUntil(() => relative(w).length === 2, { maxMs: 20_000 })
+    expect(relative(w)).toEqual([STAGING, TARGET('a')].sort())
+  })
+
+  it('waits for the VolumeAttachment and passes its metadata as the publish context', async () => {
+    const w = world()
+    const attachments = new Map<string, VolumeAttachment>()
+    const h = await start(w, { csiDriver: { attachRequired: true }, attachments })
+    h.pods.setPod(claimPod('a'))
+    await h.advanceUntil(() => false, { maxMs: 3_000 })
+    expect(relative(w)).toEqual([])
+    const name = attachmentName(HANDLE, DRIVER, 'node-1')
+    attachments.set(name, { metadata: { name }, status: { attached: true, attachmentMetadata: { devicePath: '/dev/xvdf' } } })
+    await h.advanceUntil(() => relative(w).length === 2, { maxMs: 10_000 })
+    expect(w.driver.calls.find((c) => c.method === 'NodeStageVolume')?.request.publishContext).toEqual({ devicePath: '/dev/xvdf' })
+    expect(w.driver.calls.find((c) => c.method === 'NodePublishVolume')?.request.publishContext).toEqual({ devicePath: '/dev/xvdf' })
+  })
+
+  it('reads stage and publish secrets from the referenced Secrets', async () => {
+    const w = world()
+    const h = await start(w, {
+      csiDriver: { attachRequired: false },
+      pv: { nodeStageSecretRef: { name: 'stage', namespace: 'kube-system' }, nodePublishSecretRef: { name: 'pub', namespace: 'kube-system' } },
+    })
+    h.objects.put('Secret', { metadata: { name: 'stage', namespace: 'kube-system' }, data: { key: btoa('s3cret') } })
+    h.objects.put('Secret', { metadata: { name: 'pub', namespace: 'kube-system' }, stringData: { token: 'p' } })
+    await h.addPodAndWait(claimPod('a'))
+    expect(w.driver.calls.find((c) => c.method === 'NodeStageVolume')?.request.secrets).toEqual({ key: 's3cret' })
+    expect(w.driver.calls.find((c) => c.method === 'NodePublishVolume')?.request.secrets).toEqual({ token: 'p' })
+  })
+
+  it('passes service account tokens for the audiences the CSIDriver requests', async () => {
+    const w = world()
+    const tokens: TokenSource = { getToken: async (r) => ({ token: `token-for-${r.audience}`, expiresAt: Date.UTC(2030, 0, 1), issuedAt: 0 }) }
+    const h = await start(w, { csiDriver: { attachRequired: false, tokenRequests: [{ audience: 'vault' }] }, tokens })
+    await h.addPodAndWait(claimPod('a'))
+    const context = w.driver.calls.find((c) => c.method === 'NodePublishVolume')?.request.volumeContext as Record<string, string>
+    expect(JSON.parse(context['csi.storage.k8s.io/serviceAccount.tokens'] ?? '')).toEqual({
+      vault: { token: 'token-for-vault', expirationTimestamp: '2030-01-01T00:00:00.000Z' },
+    })
+  })
+
+  it('waits, without failing finally, for a driver that is not registered yet', async () => {
+    const w = world()
+    w.registry.unregister(DRIVER)
+    const h = await start(w, { csiDriver: { attachRequired: false } })
+    h.pods.setPod(claimPod('a'))
+    await h.advanceUntil(() => false, { maxMs: 2_000 })
+    expect(relative(w)).toEqual([])
+    w.registry.register({ name: DRIVER, driver: w.driver })
+    await h.advanceUntil(() => relative(w).length === 2, { maxMs: 20_000 })
+    expect(relative(w)).toEqual([STAGING, TARGET('a')].sort())
+  })
+})
+
+describe('CSI inline ephemeral volumes', () => {
+  const inlinePod = (uid: string) =>
+    buildPod({ uid, name: `p-${uid}`, volumes: [{ name: 'scratch', csi: { driver: DRIVER, volumeAttributes: { size: '1Gi' } } }] })
+
+  it('publishes per pod with pod info and a per-pod handle, never staged', async () => {
+    const w = world()
+    const h = await start(w, { csiDriver: { attachRequired: false, podInfoOnMount: true, volumeLifecycleModes: ['Ephemeral'] } })
+    await h.addPodAndWait(inlinePod('a'))
+    expect(relative(w)).toEqual([TARGET('a', 'scratch')])
+    const publish = w.driver.calls.find((c) => c.method === 'NodePublishVolume')?.request
+    expect(publish).toMatchObject({
+      volumeId: ephemeralVolumeHandle('a', 'scratch'),
+      stagingTargetPath: '',
+      volumeContext: {
+        size: '1Gi',
+        'csi.storage.k8s.io/pod.name': 'p-a',
+        'csi.storage.k8s.io/pod.namespace': 'default',
+        'csi.storage.k8s.io/pod.uid': 'a',
+        'csi.storage.k8s.io/serviceAccount.name': 'default',
+        'csi.storage.k8s.io/ephemeral': 'true',
+      },
+    })
+    h.pods.deletePod('a')
+    await h.manager.waitForIdle()
+    expect(relative(w)).toEqual([])
+  })
+
+  it('refuses an inline volume of a driver that only supports Persistent', async () => {
+    const w = world()
+    const h = await start(w, { csiDriver: { attachRequired: false } })
+    h.pods.setPod(inlinePod('a'))
+    await h.advanceUntil(() => h.events.some((e) => e.reason === 'FailedMount'))
+    expect(h.events.find((e) => e.reason === 'FailedMount')?.message).toContain(`volume mode "Ephemeral" not supported by driver ${DRIVER}`)
+  })
+})
+
+describe('CSI after a restart', () => {
+  it('reconstructs from vol_data.json: unpublishes and unstages what no pod wants, keeps what one does', async () => {
+    const w = world()
+    const first = await start(w, { csiDriver: { attachRequired: false } })
+    await first.addPodAndWait(claimPod('a'))
+    await first.addPodAndWait(claimPod('b'))
+    await first.stop()
+    running = []
+    const second = await start(w, { csiDriver: { attachRequired: false } })
+    second.pods.setPod(claimPod('b'))
+    await second.advanceUntil(() => relative(w).length === 2, { maxMs: 20_000 })
+    await second.manager.waitForIdle()
+    expect(relative(w)).toEqual([STAGING, TARGET('b')].sort())
+    second.pods.deletePod('b')
+    await second.advanceUntil(() => relative(w).length === 0, { maxMs: 20_000 })
+    expect(relative(w)).toEqual([])
+    expect(methods(w).at(-1)).toBe('NodeUnstageVolume')
+  })
+})
+
+describe('CSI after a restart with controller attach', () => {
+  it.each([
+    { name: 'the pod stays: it keeps its volume', podStays: true },
+    { name: 'the pod is gone: unpublished and unstaged', podStays: false },
+  ])('attachRequired: $name', async ({ podStays }) => {
+    const w = world()
+    const name = attachmentName(HANDLE, DRIVER, 'node-1')
+    const attachments = new Map<string, VolumeAttachment>([[name, { metadata: { name }, status: { attached: true } }]])
+    const first = await start(w, { csiDriver: { attachRequired: true }, attachments })
+    await first.addPodAndWait(claimPod('a'))
+    await first.stop()
+    running = []
+    const second = await start(w, { csiDriver: { attachRequired: true }, attachments })
+    if (podStays) {
+      await second.addPodAndWait(claimPod('a'))
+      await second.manager.waitForIdle()
+      expect(relative(w)).toEqual([STAGING, TARGET('a')].sort())
+      second.pods.deletePod('a')
+    }
+    await second.advanceUntil(() => relative(w).length === 0, { maxMs: 20_000 })
+    expect(relative(w)).toEqual([])
+    expect(methods(w).at(-1)).toBe('NodeUnstageVolume')
+  })
+})
+
+describe('CSI metrics and expansion', () => {
+  it('grows the volume with NodeExpandVolume during mount when the PV is bigger than the claim says', async () => {
+    const w = world()
+    const h = await start(w, { csiDriver: { attachRequired: false } })
+    const pv = await h.objects.getPersistentVolume('pv-data')
+    h.objects.put('PersistentVolume', { ...pv, spec: { ...pv.spec, capacity: { storage: '2Gi' } } })
+    await h.addPodAndWait(claimPod('a'))
+    const expand = w.driver.calls.find((c) => c.method === 'NodeExpandVolume')?.request
+    expect(expand).toMatchObject({ volumeId: HANDLE, volumePath: `${ROOT}/${TARGET('a')}`, stagingTargetPath: `${ROOT}/${STAGING}`, requiredBytes: 2 ** 31 })
+    expect(w.driver.sizes.get(HANDLE)).toBe(2 ** 31)
+  })
+
+  it('reports NodeGetVolumeStats as the mounter metrics', async () => {
+    const w = world()
+    const h = await start(w, { csiDriver: { attachRequired: false } })
+    const pod = claimPod('a')
+    await h.addPodAndWait(pod)
+    const plugin = h.manager.pluginManager.findPluginByName('kubernetes.io/csi')
+    const spec = h.manager.actualState.getAllMountedVolumes()[0]?.spec
+    if (!spec) throw new Error('no mounted volume')
+    const stats = await plugin.newMounter(spec, pod).getMetrics?.()
+    expect(stats).toMatchObject({ capacityBytes: 1 << 30, usedBytes: 0 })
+  })
+})
