@@ -1,0 +1,20 @@
+/**
+ * @kubevol/cli: the `kubevol` command. The command table drives parsing, help and the docs reference
+ * page; `runCli` runs a command line in-process.
+ *
+ * The front door: every public name is listed here.
+ */
+export type { ArgSpec, CommandSpec, FlagSpec, FlagType } from './command-table.js'
+export { COMMANDS, commandOf } from './command-table.js'
+export { describeError, runCli } from './cli.js'
+export type { CommandDependencies, CommandHandler } from './commands/index.js'
+export { COMMAND_HANDLERS } from './commands/index.js'
+export { CliError, CommandFailed, EXIT, UsageError } from './errors.js'
+export type { Io, OutputFormat } from './output.js'
+export { renderData, renderTable } from './output.js'
+export type { ParsedCommand, ParseResult } from './parse.js'
+export { parseCommandLine, parseDuration } from './parse.js'
+export { renderCommandHelp, renderMainHelp, renderReference } from './reference.js'
+export { createReadOnlyHost, MUTATING_HOST_METHODS, ReadOnlyHostError } from './read-only-host.js'
+export type { OnceReport, RunDependencies, VolumeSummary } from './commands/run.js'
+export { CLI_VERSION } from './version.js'

@@ -1,0 +1,38 @@
+/**
+ * Output: tables for people (cli-table3, borderless, colour only on a terminal), JSON and YAML for
+ * machines (stable: keys as the agent or command produces them).
+ */
+import Table from 'cli-table3'
+import { stringify } from 'yaml'
+
+/** Where a command writes. */
+export interface Io {
+  readonly stdout: { write(text: string): unknown }
+  readonly stderr: { write(text: string): unknown }
+  /** Colour and progress bars only on a terminal. */
+  readonly isTTY: boolean
+  readonly env: Readonly<Record<string, string | undefined>>
+  readonly cwd: string
+}
+
+export type OutputFormat = 'table' | 'wide' | 'json' | 'yaml'
+
+/** A borderless table, like kubectl's. */
+export function renderTable(head: readonly string[], rows: readonly (readonly unknown[])[]): string {
+  const table = new Table({
+    head: head.map((h) => h.toUpperCase()),
+    chars: {
+      top: '', 'top-mid': '', 'top-left': '', 'top-right': '',
+      bottom: '', 'bottom-mid': '', 'bottom-left': '', 'bottom-right': '',
+      left: '', 'left-mid': '', mid: '', 'mid-mid': '', right: '', 'right-mid': '', middle: '  ',
+    },
+    style: { head: [], border: [], 'padding-left': 0, 'padding-right': 0 },
+  })
+  for (const row of rows) table.push(row.map((c) => (c === undefined || c === null ? '' : String(c))))
+  return `${table.toString().split('\n').map((l) => l.trimEnd()).join('\n')}\n`
+}
+
+/** Writes `value` as JSON or YAML. */
+export function renderData(format: 'json' | 'yaml', value: unknown): string {
+  return format === 'json' ? `${JSON.stringify(value, null, 2)}\n` : stringify(value)
+}
