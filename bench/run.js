@@ -2,7 +2,7 @@
 // 10 volumes on a node that already runs 1,000 pods with 10 volumes each, event-driven vs the
 // kubelet's polling timing (`pollingCompat`). In-memory host, no injected latency, real clock.
 // See README.md for what each figure means. Sizes can be changed through KUBEVOL_BENCH_* variables.
-import { mkdir, writeFile } from 'node:fs/promises'
+import { writeResult } from './results.js'
 import os from 'node:os'
 import { createMemoryHost } from '@kubevol/adapter-mock'
 import { createVolumeManager } from '@kubevol/core'
@@ -209,12 +209,9 @@ async function main() {
       ratioTargetMet: ratio >= TARGET_RATIO,
     }
   })
-  const dir = new URL('./results/', import.meta.url)
-  await mkdir(dir, { recursive: true })
   const report = { benchmark: 'pod-startup', config, machine, targets: { eventMedianMs: TARGET_MEDIAN_MS, ratio: TARGET_RATIO }, results, comparisons }
-  await writeFile(new URL('pod-startup.json', dir), `${JSON.stringify(report, null, 2)}\n`)
-  const text = summary(results, comparisons, machine)
-  await writeFile(new URL('SUMMARY.md', dir), text)
+  const text = summary(results, comparisons, machine).replace(/^# /, '## ')
+  await writeResult('pod-startup', report, text)
   console.log(`\n${text}`)
 }
 
