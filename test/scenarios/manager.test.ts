@@ -131,6 +131,15 @@ describe('the volume manager on the in-memory host', () => {
     expect(h.manager.actualState.getAttachedVolume('kubevol.io/fake/disk1')?.devicePath).toBe('/dev/fake/disk1')
   })
 
+  it('in controller-attach mode still unmounts what a deleted pod used (no pass before reconstruction)', async () => {
+    const h = start({ controllerAttachDetach: true })
+    await h.addPodAndWait(buildPod({ uid: 'a', volumes: [fakeVolume('data')] }))
+    h.pods.deletePod('a')
+    await h.advanceUntil(() => !h.manager.hasPossiblyMountedVolumesForPod('a'))
+    expect(podMounts(h.host)).toEqual([])
+    expect(h.manager.reconcilerStatesHaveBeenSynced()).toBe(true)
+  })
+
   it('fails the wait at once with the pod errors and names what is missing', async () => {
     const h = start()
     const pod = buildPod({ uid: 'a', volumes: [{ name: 'claim', persistentVolumeClaim: { claimName: 'missing' } }, fakeVolume('data')] })

@@ -355,3 +355,21 @@ describe('SELinux, mount options, statistics', () => {
     expect(warnings.map((e) => e.message)).toEqual(['Usage of EmptyDir volume "cache" exceeds the limit "1Ki".'])
   })
 })
+
+describe('a busy unmount', () => {
+  it('names the mounts below the volume that keep it busy, and leaves the volume possibly mounted', async () => {
+    const h = start()
+    await h.addPodAndWait(buildPod({ uid: 'a', volumes: [{ name: 'shm', emptyDir: { medium: 'Memory' } }] }))
+    const dir = `${ROOT}/pods/a/volumes/kubernetes.io~empty-dir/shm`
+    await h.host.mkdir(`${dir}/inner`)
+    await h.host.mount({ source: 'tmpfs', target: `${dir}/inner`, fstype: 'tmpfs' })
+    h.pods.deletePod('a')
+    await h.advanceUntil(() => h.manager.executor.lastFailure('kubernetes.io/empty-dir/a-shm', 'a') !== undefined)
+    const failure = h.manager.executor.lastFailure('kubernetes.io/empty-dir/a-shm', 'a')
+    expect(String((failure?.error as Error | undefined)?.message)).toContain(`held by mounts [${dir}/inner]`)
+    expect(h.manager.hasPossiblyMountedVolumesForPod('a')).toBe(true)
+    await h.host.unmount(`${dir}/inner`)
+    await h.advanceUntil(() => !h.manager.hasPossiblyMountedVolumesForPod('a'), { maxMs: 10_000 })
+    expect(podMounts(h.host)).toEqual([])
+  })
+})

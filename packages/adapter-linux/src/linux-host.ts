@@ -14,11 +14,13 @@ import type {
   LoopDevices,
   MountEntry,
   MountRequest,
+  PathHolders,
   SELinux,
   SubPaths,
   UnmountOptions,
 } from '@kubevol/core'
 import { HostError, joinPath } from '@kubevol/core'
+import { findHolders } from './holders.js'
 import { createBlockDevices } from './block-devices.js'
 import type { StalledCall } from './call-runner.js'
 import { CallRunner } from './call-runner.js'
@@ -177,6 +179,11 @@ export class LinuxHost implements Host {
 
   async lchown(path: string, uid: number, gid: number): Promise<void> {
     await this.#sys.fs('lchown', path, () => lchown(path, uid, gid))
+  }
+
+  /** Mounts below `path` and processes using it: what makes an unmount of it fail with EBUSY. */
+  async holders(path: string): Promise<PathHolders> {
+    return findHolders(await this.#canonical(path), await this.#table.entries())
   }
 
   /** Appends (O_APPEND|O_CREAT, mode 0600); with `sync`, returns once the data is on stable storage (fdatasync). */

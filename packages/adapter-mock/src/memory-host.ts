@@ -14,6 +14,7 @@ import type {
   SELinux,
   SubPaths,
   MountRequest,
+  PathHolders,
   UnmountOptions,
 } from '@kubevol/core'
 import { HostError, systemClock } from '@kubevol/core'
@@ -117,6 +118,14 @@ export class MemoryHost implements Host {
         ),
     }
     if (options.selinux) (this as { selinux?: SELinux }).selinux = { enabled: async () => true }
+  }
+
+  /** What holds `path`: the mounts below it (the memory host has no processes). */
+  holders(path: string): Promise<PathHolders> {
+    return this.#call('holders', [path], path, () => {
+      const base = path.endsWith('/') ? path : `${path}/`
+      return { mounts: this.mountTargets().filter((t) => t.startsWith(base)), processes: [] }
+    })
   }
 
   /** Appends to a file, creating it (0600); the memory host has no cache, so `sync` has nothing to wait for. */

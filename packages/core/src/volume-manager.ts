@@ -243,6 +243,7 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
   const populatorRetryMs = options.populatorRetryMs ?? LOOP_SLEEP_PERIOD_MS
 
   let running = false
+  let started = false
   const timers = new Set<Timer>()
   const setTimer = (ms: number, fn: () => void): void => {
     const timer = clock.setTimer(ms, () => {
@@ -453,8 +454,8 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
     paths,
 
     async run(signal) {
-      if (running) throw new ConfigError('the volume manager is already running')
-      running = true
+      if (started) throw new ConfigError('the volume manager is already running')
+      started = true
       const unsubscribe: (() => void)[] = []
       try {
         const seLinux = (await options.host.selinux?.enabled().catch(() => false)) ?? false
@@ -466,6 +467,8 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
         }
         const rebuilt = await reconstructVolumes({ host: options.host, paths, plugins: pluginManager, asw, logger, metrics, journal: ctx.journal })
         reconciler.setFailedReconstruction(rebuilt.failed)
+        // Only now do passes run: a pass before reconstruction would see a half-built actual state.
+        running = true
         if (controllerAttachDetach && options.objects.getNode && rebuilt.reconstructed.length > 0) {
           // Unmounting waits until reconstructed volumes know their device paths from node status.
           reconciler.addVolumesNeedingNodeStatus(rebuilt.reconstructed)
@@ -552,6 +555,7 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
         logger.info('Shutting down volume manager')
       } finally {
         running = false
+        started = false
         for (const timer of timers) timer.cancel()
         timers.clear()
         for (const off of unsubscribe) off()

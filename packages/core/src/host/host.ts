@@ -124,6 +124,12 @@ export interface SubPaths {
   bind(volumePath: string, subPath: string, target: string, options?: { readonly readOnly?: boolean }): Promise<void>
 }
 
+/** What keeps a path busy: mounts below it and processes using it (cwd, root or an open file). */
+export interface PathHolders {
+  readonly mounts: readonly string[]
+  readonly processes: readonly { readonly pid: number; readonly command: string }[]
+}
+
 /** SELinux on the host. */
 export interface SELinux {
   /** True when the host enforces or permits SELinux labels (mount `context=` options apply). */
@@ -180,6 +186,8 @@ export interface Host {
   appendFile?(path: string, data: Uint8Array | string, options?: { readonly sync?: boolean }): Promise<void>
   /** Flushes a file's data and metadata to stable storage (fsync). */
   syncFile?(path: string): Promise<void>
+  /** What holds `path` busy, for the message of an unmount that failed with EBUSY. */
+  holders?(path: string): Promise<PathHolders>
   /** Sets the size of a regular file (extends sparsely or cuts). Present where disk images can grow. */
   truncate?(path: string, size: number): Promise<void>
   /** Filesystem usage of the filesystem `path` is on. */

@@ -10,7 +10,7 @@ import { storageOf } from '../api/quantity.js'
 import { accessModesOf, mountOptionsOf } from '../api/volume-spec.js'
 import type { AttachedVolume, MountedVolume } from '../cache/actual-state.js'
 import type { VolumeToMount } from '../cache/desired-state.js'
-import { OperationError, errorMessage, failureKind } from '../errors.js'
+import { OperationError, errorMessage, failureKind, isHostError } from '../errors.js'
 import { joinPath } from '../paths.js'
 import type { VolumePlugin } from '../plugins/plugin.js'
 import {
@@ -230,7 +230,8 @@ export function generateUnmountVolume(ctx: OperationContext, mv: MountedVolume):
       }
       try {
         await tearDown.tearDown()
-      } catch (err) {
+      } catch (failure) {
+        const err = await withHolders(ctx, failure, tearDown.getPath())
         ctx.asw.markVolumeMountAsUncertain({
           podName: mv.podName,
           podUID: mv.podUID,
@@ -248,6 +249,26 @@ export function generateUnmountVolume(ctx: OperationContext, mv: MountedVolume):
       await ctx.journal?.record({ kind: 'torn-down', volume: mv.volumeName, pod: mv.podName })
       ctx.asw.markVolumeAsUnmounted(mv.podName, mv.volumeName)
     },
+  }
+}
+
+/**
+ * For a tear-down that failed because something holds the path (EBUSY), names what: the mounts
+ * below it and the processes using it, so "why is my pod stuck" has an answer.
+ */
+async function withHolders(ctx: OperationContext, err: unknown, path: string): Promise<unknown> {
+  const busy = isHostError(err, 'EBUSY') || /\bEBUSY\b/.test(errorMessage(err))
+  if (!busy || !ctx.host.holders) return err
+  try {
+    const { mounts, processes } = await ctx.host.holders(path)
+    const parts = [
+      ...(mounts.length > 0 ? [`mounts [${mounts.join(' ')}]`] : []),
+      ...(processes.length > 0 ? [`processes [${processes.map((p) => `${p.pid} (${p.command})`).join(' ')}]`] : []),
+    ]
+    if (parts.length === 0) return err
+    return new Error(`${errorMessage(err)}; held by ${parts.join(' and ')}`, { cause: err })
+  } catch {
+    return err
   }
 }
 
