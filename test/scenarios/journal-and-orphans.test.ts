@@ -30,6 +30,21 @@ describe('the journal on a host', () => {
   })
 })
 
+describe('reading the journal for a dry run', () => {
+  it('changes nothing: the torn tail stays on disk, and recording is refused', async () => {
+    const host = createMemoryHost()
+    const path = '/j/volumes.log'
+    const journal = await VolumeJournal.open({ host, path, logger: silentLogger })
+    await journal.record({ kind: 'attached', volume: 'p/a', spec: { name: 'a', readOnly: false }, devicePath: '/dev/a' })
+    await host.appendFile(path, 'torn')
+    const before = new TextDecoder().decode(await host.readFile(path))
+    const reader = await VolumeJournal.read({ host, path, logger: silentLogger })
+    expect([...reader.volumes().keys()]).toEqual(['p/a'])
+    await expect(reader.record({ kind: 'detached', volume: 'p/a' })).rejects.toThrow('read-only')
+    expect(new TextDecoder().decode(await host.readFile(path))).toBe(before)
+  })
+})
+
 describe('orphaned pod directories', () => {
   it('removes what is safe, refuses what is mounted or holds data, and reports each refusal once', async () => {
     const clock = createFakeClock()

@@ -88,10 +88,10 @@ export interface VolumeManagerOptions {
   readonly tokens?: TokenSource
   /**
    * Keep a durable journal of intents and outcomes under the root directory, so a restart knows
-   * every attachment and mount kubevol may have left. @default true when the host can append
-   * (`host.appendFile`)
+   * every attachment and mount kubevol may have left. `'read-only'` reads it for reconstruction
+   * and records nothing (a dry run). @default true when the host can append (`host.appendFile`)
    */
-  readonly journal?: boolean
+  readonly journal?: boolean | 'read-only'
   /** How often orphaned pod directories are looked for (kubelet housekeeping); 0 turns it off. @default 10000 */
   readonly housekeepingPeriodMs?: number
   /** Backoff after a failed operation. @default { initialMs: 500, maxMs: 122000 } */
@@ -462,10 +462,15 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
         dsw.setSELinuxEnabled(seLinux)
         asw.setSELinuxEnabled(seLinux)
         // Before the first pass: the journal first, then the disk (SPEC §5.4 and beyond).
-        if ((options.journal ?? true) && options.host.appendFile) {
-          ctx.journal = await VolumeJournal.open({ host: options.host, path: joinPath(paths.root, 'journal', 'volumes.log'), logger })
+        const journalPath = joinPath(paths.root, 'journal', 'volumes.log')
+        let journal: VolumeJournal | undefined
+        if (options.journal === 'read-only') {
+          journal = await VolumeJournal.read({ host: options.host, path: journalPath, logger })
+        } else if ((options.journal ?? true) && options.host.appendFile) {
+          journal = await VolumeJournal.open({ host: options.host, path: journalPath, logger })
+          ctx.journal = journal
         }
-        const rebuilt = await reconstructVolumes({ host: options.host, paths, plugins: pluginManager, asw, logger, metrics, journal: ctx.journal })
+        const rebuilt = await reconstructVolumes({ host: options.host, paths, plugins: pluginManager, asw, logger, metrics, journal })
         reconciler.setFailedReconstruction(rebuilt.failed)
         // Only now do passes run: a pass before reconstruction would see a half-built actual state.
         running = true

@@ -44,8 +44,8 @@ export async function computePlan(options: { host: Host; manifestDir: string; ro
     nodeName: options.nodeName,
     rootDir: options.rootDir,
     controllerAttachDetach: false,
-    // Opening the journal rewrites it: a plan must not.
-    journal: false,
+    // The journal is read, never written: a plan changes nothing.
+    journal: 'read-only',
     housekeepingPeriodMs: 0,
     remountPeriodMs: 0,
     statsPeriodMs: 0,

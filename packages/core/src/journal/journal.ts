@@ -154,6 +154,7 @@ export class VolumeJournal {
   #lines: number
   #bytes = 0
   #liveAtCompaction = 0
+  #readOnly = false
   readonly #queue: { record: JournalRecord; resolve: () => void; reject: (err: unknown) => void }[] = []
   #writing = false
 
@@ -184,6 +185,23 @@ export class VolumeJournal {
     return journal
   }
 
+  /**
+   * Reads the journal without changing it (no compaction, no directory made): for dry runs and
+   * inspection. A missing file is an empty journal; a torn tail is dropped. `record` is refused.
+   */
+  static async read(options: Pick<JournalOptions, 'host' | 'path' | 'logger'>): Promise<VolumeJournal> {
+    let text = ''
+    try {
+      text = decodeUtf8(await options.host.readFile(options.path))
+    } catch (err) {
+      if (!isHostError(err, 'ENOENT')) throw err
+    }
+    const { records } = parseJournal(text)
+    const journal = new VolumeJournal(options, replay(records), records.length)
+    journal.#readOnly = true
+    return journal
+  }
+
   /** What may exist on the machine, per volume (a copy). */
   volumes(): Map<UniqueVolumeName, JournalVolume> {
     return replay(snapshotRecords(this.#state))
@@ -200,6 +218,7 @@ export class VolumeJournal {
    * operations cost a handful of syncs, not a thousand.
    */
   record(record: JournalRecord): Promise<void> {
+    if (this.#readOnly) return Promise.reject(new Error('the journal was opened read-only'))
     return new Promise((resolve, reject) => {
       this.#queue.push({ record, resolve, reject })
       if (!this.#writing) void this.#drain()
