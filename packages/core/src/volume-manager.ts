@@ -244,6 +244,9 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
 
   let running = false
   let started = false
+  // Settles when a started manager has finished reconstruction and its passes run.
+  let passesRunning: Promise<void> = Promise.resolve()
+  let markPassesRunning = (): void => {}
   const timers = new Set<Timer>()
   const setTimer = (ms: number, fn: () => void): void => {
     const timer = clock.setTimer(ms, () => {
@@ -456,6 +459,9 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
     async run(signal) {
       if (started) throw new ConfigError('the volume manager is already running')
       started = true
+      passesRunning = new Promise((resolve) => {
+        markPassesRunning = resolve
+      })
       const unsubscribe: (() => void)[] = []
       try {
         const seLinux = (await options.host.selinux?.enabled().catch(() => false)) ?? false
@@ -474,6 +480,7 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
         reconciler.setFailedReconstruction(rebuilt.failed)
         // Only now do passes run: a pass before reconstruction would see a half-built actual state.
         running = true
+        markPassesRunning()
         if (controllerAttachDetach && options.objects.getNode && rebuilt.reconstructed.length > 0) {
           // Unmounting waits until reconstructed volumes know their device paths from node status.
           reconciler.addVolumesNeedingNodeStatus(rebuilt.reconstructed)
@@ -561,6 +568,7 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
       } finally {
         running = false
         started = false
+        markPassesRunning()
         for (const timer of timers) timer.cancel()
         timers.clear()
         for (const off of unsubscribe) off()
@@ -775,6 +783,8 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
     async waitForIdle() {
       // An ended operation schedules the next pass, which may start the next step (unmount →
       // unmount device → detach): idle is when nothing runs and no pass is due.
+      // A manager still reconstructing is not idle: its first passes are yet to come.
+      if (started) await passesRunning
       for (;;) {
         await pending.wait()
         await yieldToEventLoop()
