@@ -73,7 +73,7 @@ async function rawLoop() {
 function setup() {
   const host = createLinuxHost({})
   const pods = createMemoryPodSource()
-  const options = { host, plugins: createBuiltinPlugins(), podSource: pods, objects: createMemoryObjectReader(), nodeName: 'node-1', rootDir: root, statsPeriodMs: 0, housekeepingPeriodMs: 0 }
+  const options = { host, plugins: createBuiltinPlugins(), podSource: pods, objects: createMemoryObjectReader(), nodeName: 'node-1', rootDir: root, statsPeriodMs: 0, housekeepingPeriodMs: 0, controllerAttachDetach: false }
   const all = Array.from({ length: PODS }, (_, p) =>
     buildPod({
       uid: `uid-${p}`,

@@ -35,7 +35,7 @@ import type { MountCall } from './mount-options.js'
 import { describeMountCall, lockedFlags, planMount } from './mount-options.js'
 import { MountTable } from './mount-table.js'
 import type { LinuxMountEntry } from './mountinfo.js'
-import { containingMount, deviceNumber, mountsOfDevice } from './mountinfo.js'
+import { deviceNumber, mountsOfDevice } from './mountinfo.js'
 import type { LinuxHostOptions, ResolvedLinuxHostOptions } from './options.js'
 import { resolveLinuxHostOptions } from './options.js'
 import { removeAll } from './remove-all.js'
@@ -327,6 +327,11 @@ export class LinuxHost implements Host {
 
   // The filesystem a path is on, for quarantine: the target of the mount holding it in the last snapshot.
   #keyOf(path: string): string {
-    return containingMount(this.#table.peek() ?? [], posix.resolve(path))?.target ?? '/'
+    // The nearest ancestor that is a mount target: O(depth), whatever the size of the table.
+    const targets = this.#table.peekTargets()
+    for (let p = posix.resolve(path); ; p = posix.dirname(p)) {
+      if (targets.has(p)) return p
+      if (p === '/') return '/'
+    }
   }
 }

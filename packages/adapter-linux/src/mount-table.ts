@@ -55,7 +55,15 @@ export class MountTable {
 
   /** The mount targets of the current snapshot, indexed (built once per snapshot). */
   async targets(): Promise<ReadonlySet<string>> {
-    const entries = await this.entries()
+    return this.#index(await this.entries())
+  }
+
+  /** The targets of the last snapshot, without checking for changes. */
+  peekTargets(): ReadonlySet<string> {
+    return this.#index(this.#current ?? [])
+  }
+
+  #index(entries: readonly LinuxMountEntry[]): ReadonlySet<string> {
     if (this.#targetsOf !== entries) {
       this.#targetsOf = entries
       this.#targets = new Set(entries.map((e) => e.target))
