@@ -16,7 +16,7 @@ import { joinPath } from '../paths.js'
 import type { VolumePlugin, VolumePluginContext } from './plugin.js'
 import { createBindMounter, createBindUnmounter } from './util/bind-into-pod.js'
 import { cleanupMountPoint, mountReferences } from './util/cleanup-mount-point.js'
-import { formatAndMount, withContext } from './util/safe-format-and-mount.js'
+import { mountDeviceAt } from './util/safe-format-and-mount.js'
 
 export const FILE_DISK_PLUGIN_NAME = 'kubevol.io/file-disk'
 /** The CSI driver name a PV uses to ask for a fileDisk volume. */
@@ -98,9 +98,12 @@ export function createFileDiskPlugin(): VolumePlugin {
       getDeviceMountPath: globalPath,
       async mountDevice(spec, devicePath, deviceMountPath, args) {
         const { fsType } = requireImage(spec)
-        await context.host.mkdir(deviceMountPath, { recursive: true, mode: 0o750 })
-        if (await context.host.isMountPoint(deviceMountPath)) return
-        await formatAndMount(context.host, devicePath, deviceMountPath, { fstype: fsType, readOnly: spec.readOnly, options: withContext(mountOptionsOf(spec), args.seLinuxLabel) })
+        await mountDeviceAt(context.host, devicePath, deviceMountPath, {
+          fstype: fsType,
+          readOnly: spec.readOnly,
+          mountOptions: mountOptionsOf(spec),
+          seLinuxLabel: args.seLinuxLabel,
+        })
       },
       unmountDevice: (deviceMountPath) => cleanupMountPoint(context.host, deviceMountPath),
       getDeviceMountRefs: (deviceMountPath) => mountReferences(context.host, deviceMountPath),

@@ -13,7 +13,7 @@ import { joinPath } from '../paths.js'
 import type { VolumePlugin, VolumePluginContext } from './plugin.js'
 import { createBindMounter, createBindUnmounter } from './util/bind-into-pod.js'
 import { cleanupMountPoint, mountReferences } from './util/cleanup-mount-point.js'
-import { formatAndMount, withContext } from './util/safe-format-and-mount.js'
+import { mountDeviceAt } from './util/safe-format-and-mount.js'
 
 export const LOCAL_PLUGIN_NAME = 'kubernetes.io/local-volume'
 
@@ -63,12 +63,11 @@ export function createLocalPlugin(): VolumePlugin {
       async mountDevice(spec, _devicePath, deviceMountPath, args) {
         const local = localOf(spec)
         if (!local) throw new Error(`volume ${spec.name} is not a local volume`)
-        await context.host.mkdir(deviceMountPath, { recursive: true, mode: 0o750 })
-        if (await context.host.isMountPoint(deviceMountPath)) return
-        await formatAndMount(context.host, local.path, deviceMountPath, {
+        await mountDeviceAt(context.host, local.path, deviceMountPath, {
           fstype: local.fsType,
           readOnly: spec.readOnly,
-          options: withContext(mountOptionsOf(spec), args.seLinuxLabel),
+          mountOptions: mountOptionsOf(spec),
+          seLinuxLabel: args.seLinuxLabel,
         })
       },
       unmountDevice: (deviceMountPath) => cleanupMountPoint(context.host, deviceMountPath),

@@ -97,3 +97,22 @@ export async function formatAndMount(host: Host, device: string, target: string,
 export function withContext(options: readonly string[], seLinuxLabel: string | undefined): string[] {
   return seLinuxLabel ? [...options, `context="${seLinuxLabel}"`] : [...options]
 }
+
+/**
+ * The device mount local and fileDisk volumes share: the global directory made, and the device
+ * formatted if blank and mounted there with the PV's options (and SELinux context), once.
+ */
+export async function mountDeviceAt(
+  host: Host,
+  device: string,
+  path: string,
+  options: { readonly fstype?: string; readonly readOnly: boolean; readonly mountOptions: readonly string[]; readonly seLinuxLabel?: string },
+): Promise<void> {
+  await host.mkdir(path, { recursive: true, mode: 0o750 })
+  if (await host.isMountPoint(path)) return
+  await formatAndMount(host, device, path, {
+    fstype: options.fstype,
+    readOnly: options.readOnly,
+    options: withContext(options.mountOptions, options.seLinuxLabel),
+  })
+}
