@@ -15,6 +15,7 @@ import {
   emitEvent,
   markOptions,
   markVolumeErrorState,
+  setupRecord,
   simpleMessage,
   stepFailed,
   subjectOf,
@@ -124,15 +125,7 @@ export function generateMapVolume(ctx: OperationContext, vtm: MountRequestVolume
       }
       if (!devicePath) throw stepFailed('MapVolume failed', subject, 'Device path of the volume is empty', 'final')
       const { dir, linkName } = mapper.getPodDeviceMapPath()
-      await ctx.journal?.record({
-        kind: 'setup',
-        volume: vtm.volumeName,
-        pod: vtm.podName,
-        podUID: pod.metadata.uid ?? vtm.podName,
-        outerName: vtm.outerVolumeSpecNames[0] ?? spec.name,
-        spec,
-        gid: vtm.volumeGidValue,
-      })
+      await ctx.journal?.record(setupRecord(vtm))
       try {
         await mapBlockVolume(ctx.host, devicePath, globalMapPath, dir, linkName, pod.metadata.uid ?? vtm.podName)
       } catch (err) {

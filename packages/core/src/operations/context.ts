@@ -10,7 +10,7 @@ import type { Clock } from '../clock.js'
 import { type FailureKind, OperationError, errorMessage, failureKind } from '../errors.js'
 import type { Host } from '../host/host.js'
 import type { Logger, Metrics, Recorder } from '../observability.js'
-import type { VolumeJournal } from '../journal/journal.js'
+import type { JournalRecord, VolumeJournal } from '../journal/journal.js'
 import type { Paths } from '../paths.js'
 import type { PluginManager } from '../plugins/plugin-manager.js'
 import type { ObjectReader } from '../populator/sources.js'
@@ -115,4 +115,17 @@ export function emitEvent(
 ): void {
   if (!target) return
   ctx.recorder.event({ type, reason, message, target: { kind: 'Pod', metadata: target.metadata }, time: ctx.clock.now() })
+}
+
+/** The journal's intent record for setting a desired volume up for its pod. */
+export function setupRecord(vtm: VolumeToMount): JournalRecord {
+  return {
+    kind: 'setup',
+    volume: vtm.volumeName,
+    pod: vtm.podName,
+    podUID: vtm.pod.metadata.uid ?? vtm.podName,
+    outerName: vtm.outerVolumeSpecNames[0] ?? vtm.spec.name,
+    spec: vtm.spec,
+    gid: vtm.volumeGidValue,
+  }
 }

@@ -20,6 +20,7 @@ import {
   markDeviceErrorState,
   markOptions,
   markVolumeErrorState,
+  setupRecord,
   simpleMessage,
   stepFailed,
   subjectOf,
@@ -104,15 +105,7 @@ export function generateMountVolume(ctx: OperationContext, vtm: MountRequestVolu
           ctx.asw.markDeviceAsMounted(vtm.volumeName, devicePath, deviceMountPath, vtm.seLinuxLabel)
         }
       }
-      await ctx.journal?.record({
-        kind: 'setup',
-        volume: vtm.volumeName,
-        pod: vtm.podName,
-        podUID: pod.metadata.uid ?? vtm.podName,
-        outerName: vtm.outerVolumeSpecNames[0] ?? spec.name,
-        spec,
-        gid: vtm.volumeGidValue,
-      })
+      await ctx.journal?.record(setupRecord(vtm))
       try {
         await mounter.setUp({
           fsGroup,

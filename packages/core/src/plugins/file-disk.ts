@@ -11,12 +11,10 @@
  * system (online where the file system allows it).
  */
 import type { VolumeSpec } from '../api/volume-spec.js'
-import { mountOptionsOf } from '../api/volume-spec.js'
 import { joinPath } from '../paths.js'
-import type { VolumePlugin, VolumePluginContext } from './plugin.js'
+import type { DeviceMountCapability, VolumePlugin, VolumePluginContext } from './plugin.js'
 import { createBindMounter, createBindUnmounter } from './util/bind-into-pod.js'
-import { cleanupMountPoint, mountReferences } from './util/cleanup-mount-point.js'
-import { mountDeviceAt } from './util/safe-format-and-mount.js'
+import { globalDeviceMount } from './util/safe-format-and-mount.js'
 
 export const FILE_DISK_PLUGIN_NAME = 'kubevol.io/file-disk'
 /** The CSI driver name a PV uses to ask for a fileDisk volume. */
@@ -39,6 +37,7 @@ function requireImage(spec: VolumeSpec): { image: string; fsType: string } {
 
 export function createFileDiskPlugin(): VolumePlugin {
   let context: VolumePluginContext
+  let deviceMount: DeviceMountCapability | undefined
   const loops = () => {
     const loop = context.host.loopDevices
     if (!loop) throw new Error(`${FILE_DISK_DRIVER} volumes need a host that can attach loop devices`)
@@ -93,20 +92,14 @@ export function createFileDiskPlugin(): VolumePlugin {
         for (const device of await loops().find(image)) await loops().detach(device)
       },
     },
-    deviceMount: {
-      canDeviceMount: (spec) => imageOf(spec) !== undefined && spec.persistentVolume?.spec?.volumeMode !== 'Block',
-      getDeviceMountPath: globalPath,
-      async mountDevice(spec, devicePath, deviceMountPath, args) {
-        const { fsType } = requireImage(spec)
-        await mountDeviceAt(context.host, devicePath, deviceMountPath, {
-          fstype: fsType,
-          readOnly: spec.readOnly,
-          mountOptions: mountOptionsOf(spec),
-          seLinuxLabel: args.seLinuxLabel,
-        })
-      },
-      unmountDevice: (deviceMountPath) => cleanupMountPoint(context.host, deviceMountPath),
-      getDeviceMountRefs: (deviceMountPath) => mountReferences(context.host, deviceMountPath),
+    // Made on first use: the host is known only once the plugin manager has called init.
+    get deviceMount() {
+      return (deviceMount ??= globalDeviceMount(context.host, {
+        canDeviceMount: (spec) => imageOf(spec) !== undefined && spec.persistentVolume?.spec?.volumeMode !== 'Block',
+        getDeviceMountPath: globalPath,
+        device: (_spec, devicePath) => devicePath,
+        fstype: (spec) => requireImage(spec).fsType,
+      }))
     },
     block: {
       newBlockVolumeMapper(spec, pod) {

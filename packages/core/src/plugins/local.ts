@@ -10,10 +10,9 @@
 import type { VolumeSpec } from '../api/volume-spec.js'
 import { mountOptionsOf } from '../api/volume-spec.js'
 import { joinPath } from '../paths.js'
-import type { VolumePlugin, VolumePluginContext } from './plugin.js'
+import type { DeviceMountCapability, VolumePlugin, VolumePluginContext } from './plugin.js'
 import { createBindMounter, createBindUnmounter } from './util/bind-into-pod.js'
-import { cleanupMountPoint, mountReferences } from './util/cleanup-mount-point.js'
-import { mountDeviceAt } from './util/safe-format-and-mount.js'
+import { globalDeviceMount } from './util/safe-format-and-mount.js'
 
 export const LOCAL_PLUGIN_NAME = 'kubernetes.io/local-volume'
 
@@ -23,6 +22,7 @@ function localOf(spec: VolumeSpec): { path: string; fsType?: string } | undefine
 
 export function createLocalPlugin(): VolumePlugin {
   let context: VolumePluginContext
+  let deviceMount: DeviceMountCapability | undefined
   const globalPath = (spec: VolumeSpec): string => joinPath(context.paths.pluginDir(LOCAL_PLUGIN_NAME), 'mounts', spec.name)
   const mapPath = (spec: VolumeSpec): string => joinPath(context.paths.volumeDevicePluginDir(LOCAL_PLUGIN_NAME), spec.name)
   const pluginData = (podUID: string, name: string): string => joinPath(context.paths.podPluginDir(podUID, LOCAL_PLUGIN_NAME), name)
@@ -57,21 +57,18 @@ export function createLocalPlugin(): VolumePlugin {
     newUnmounter(innerName, podUID) {
       return createBindUnmounter(context, context.paths.podVolumeDir(podUID, LOCAL_PLUGIN_NAME, innerName), pluginData(podUID, innerName))
     },
-    deviceMount: {
-      canDeviceMount: isDevice,
-      getDeviceMountPath: globalPath,
-      async mountDevice(spec, _devicePath, deviceMountPath, args) {
-        const local = localOf(spec)
-        if (!local) throw new Error(`volume ${spec.name} is not a local volume`)
-        await mountDeviceAt(context.host, local.path, deviceMountPath, {
-          fstype: local.fsType,
-          readOnly: spec.readOnly,
-          mountOptions: mountOptionsOf(spec),
-          seLinuxLabel: args.seLinuxLabel,
-        })
-      },
-      unmountDevice: (deviceMountPath) => cleanupMountPoint(context.host, deviceMountPath),
-      getDeviceMountRefs: (deviceMountPath) => mountReferences(context.host, deviceMountPath),
+    // Made on first use: the host is known only once the plugin manager has called init.
+    get deviceMount() {
+      return (deviceMount ??= globalDeviceMount(context.host, {
+        canDeviceMount: isDevice,
+        getDeviceMountPath: globalPath,
+        device: (spec) => {
+          const local = localOf(spec)
+          if (!local) throw new Error(`volume ${spec.name} is not a local volume`)
+          return local.path
+        },
+        fstype: (spec) => localOf(spec)?.fsType,
+      }))
     },
     block: {
       newBlockVolumeMapper(spec, pod) {

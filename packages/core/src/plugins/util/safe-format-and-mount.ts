@@ -4,7 +4,10 @@
  * never formatted: that would destroy data.
  */
 import { HostError, KubevolError, errorMessage } from '../../errors.js'
+import { type VolumeSpec, mountOptionsOf } from '../../api/volume-spec.js'
 import type { Host } from '../../host/host.js'
+import type { DeviceMountCapability } from '../plugin.js'
+import { cleanupMountPoint, mountReferences } from './cleanup-mount-point.js'
 
 /** Why formatting and mounting failed, as the kubelet distinguishes it. */
 export type FormatAndMountErrorType =
@@ -115,4 +118,32 @@ export async function mountDeviceAt(
     readOnly: options.readOnly,
     options: withContext(options.mountOptions, options.seLinuxLabel),
   })
+}
+
+/**
+ * The device-mount capability of a plugin whose device is formatted if blank and mounted once at a
+ * global path (local devices, fileDisk images); `device` and `fstype` say what to mount for a spec.
+ */
+export function globalDeviceMount(
+  host: Host,
+  options: {
+    readonly canDeviceMount: (spec: VolumeSpec) => boolean
+    readonly getDeviceMountPath: (spec: VolumeSpec) => string
+    readonly device: (spec: VolumeSpec, devicePath: string) => string
+    readonly fstype: (spec: VolumeSpec) => string | undefined
+  },
+): DeviceMountCapability {
+  return {
+    canDeviceMount: options.canDeviceMount,
+    getDeviceMountPath: options.getDeviceMountPath,
+    mountDevice: (spec, devicePath, deviceMountPath, args) =>
+      mountDeviceAt(host, options.device(spec, devicePath), deviceMountPath, {
+        fstype: options.fstype(spec),
+        readOnly: spec.readOnly,
+        mountOptions: mountOptionsOf(spec),
+        seLinuxLabel: args.seLinuxLabel,
+      }),
+    unmountDevice: (deviceMountPath) => cleanupMountPoint(host, deviceMountPath),
+    getDeviceMountRefs: (deviceMountPath) => mountReferences(host, deviceMountPath),
+  }
 }
