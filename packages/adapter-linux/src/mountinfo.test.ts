@@ -14,7 +14,10 @@ const ROOT = '27 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw,discard'
 
 describe('parseMountInfoLine', () => {
   it('reads every field of a plain line', () => {
-    expect(parseMountInfoLine('36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue')).toEqual({
+    const entry = parseMountInfoLine('36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue')
+    expect(entry.optionalFields).toEqual(['master:1'])
+    // JSON (what status output and logs write) carries every field, the lazily split ones included.
+    expect(JSON.parse(JSON.stringify(entry))).toEqual({
       id: 36,
       parentId: 35,
       device: '98:0',
@@ -27,6 +30,14 @@ describe('parseMountInfoLine', () => {
       source: '/dev/root',
       superOptions: ['rw', 'errors=continue'],
     })
+  })
+
+  it('shares the option lists a table repeats, and never lets one entry change another', () => {
+    const [a, b] = parseMountInfo('40 27 0:39 / /a rw,relatime shared:1 - tmpfs tmpfs rw,inode64\n41 27 0:40 / /b rw,relatime shared:2 - tmpfs tmpfs rw,inode64\n')
+    expect(a?.options).toBe(b?.options)
+    expect(a?.superOptions).toBe(b?.superOptions)
+    expect(Object.isFrozen(a?.options)).toBe(true)
+    expect([a?.optionalFields, b?.optionalFields]).toEqual([['shared:1'], ['shared:2']])
   })
 
   it.each([

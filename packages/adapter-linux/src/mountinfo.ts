@@ -55,9 +55,16 @@ export function splitMountOptions(options: string): string[] {
 
 /** Propagation from the optional fields: shared wins over slave (a mount may be both). */
 export function propagationOf(optionalFields: readonly string[]): MountEntry['propagation'] {
-  if (optionalFields.some((f) => f.startsWith('shared:'))) return 'shared'
-  if (optionalFields.some((f) => f.startsWith('master:'))) return 'slave'
-  if (optionalFields.includes('unbindable')) return 'unbindable'
+  return propagationOfText(optionalFields.join(' '))
+}
+
+// The same from the fields as the kernel wrote them, space separated (no array on the parse path).
+function propagationOfText(text: string): MountEntry['propagation'] {
+  if (text === '') return 'private'
+  const padded = ` ${text}`
+  if (padded.includes(' shared:')) return 'shared'
+  if (padded.includes(' master:')) return 'slave'
+  if (` ${padded} `.includes(' unbindable ')) return 'unbindable'
   return 'private'
 }
 
@@ -66,50 +73,136 @@ const DEVICE = /^\d+:\d+$/
 // The kernel appends this to a mount point whose dentry was unlinked (mount-utils strips it too).
 const DELETED = ' (deleted)'
 
+const NO_FIELDS: readonly string[] = Object.freeze([])
+
+/**
+ * One parsed line. The optional fields are split only when read: nothing in kubevol needs them
+ * past the propagation, which is computed while parsing, and an array per line is what made a
+ * 10,000-mount table slow to parse (it survives the parse, so the collector copies it).
+ */
+class MountInfoEntry implements LinuxMountEntry {
+  readonly #optionalText: string
+  #optionalFields: readonly string[] | undefined
+  readonly propagation: MountEntry['propagation']
+
+  constructor(
+    readonly id: number,
+    readonly parentId: number,
+    readonly device: string,
+    readonly root: string,
+    readonly target: string,
+    readonly fstype: string,
+    readonly source: string,
+    readonly options: readonly string[],
+    readonly superOptions: readonly string[],
+    optionalText: string,
+  ) {
+    this.#optionalText = optionalText
+    this.propagation = propagationOfText(optionalText)
+  }
+
+  get optionalFields(): readonly string[] {
+    this.#optionalFields ??= this.#optionalText === '' ? NO_FIELDS : Object.freeze(this.#optionalText.split(' ').filter((f) => f !== ''))
+    return this.#optionalFields
+  }
+
+  /** A plain object with every field, the optional fields included (what `JSON.stringify` writes). */
+  toJSON(): LinuxMountEntry {
+    const { id, parentId, device, root, target, fstype, source, options, superOptions, propagation, optionalFields } = this
+    return { id, parentId, device, root, target, fstype, source, options, superOptions, propagation, optionalFields }
+  }
+}
+
+/**
+ * What one parse has seen, by text. A node's table repeats a handful of option strings, roots,
+ * filesystem types and sources thousands of times (`rw,relatime`, `/`, `tmpfs`); each is kept once
+ * and shared, so a 10,000-line table leaves tens of long-lived strings and arrays behind, not tens
+ * of thousands (what survives a parse is what the garbage collector has to copy).
+ */
+interface ParseCache {
+  readonly options: Map<string, readonly string[]>
+  readonly strings: Map<string, string>
+}
+
+function optionsOf(text: string, cache: ParseCache | undefined): readonly string[] {
+  let options = cache?.options.get(text)
+  if (!options) {
+    options = Object.freeze(splitMountOptions(text))
+    cache?.options.set(text, options)
+  }
+  return options
+}
+
+function shared(text: string, cache: ParseCache | undefined): string {
+  if (!cache) return text
+  const known = cache.strings.get(text)
+  if (known !== undefined) return known
+  cache.strings.set(text, text)
+  return text
+}
+
 /** Parses one line. Throws {@link MountInfoParseError} on a malformed line. */
 export function parseMountInfoLine(line: string): LinuxMountEntry {
-  const fields = line.split(' ')
-  if (fields.length < 10) {
-    throw new MountInfoParseError(`wrong number of fields in mountinfo (expected at least 10, got ${fields.length}): ${line}`)
+  return parseLine(line, undefined)
+}
+
+// One pass over the line with indexOf: no array of fields, no intermediate slices of it.
+function parseLine(line: string, cache: ParseCache | undefined): LinuxMountEntry {
+  const ends: number[] = []
+  let separatorField = -1
+  let pos = 0
+  for (;;) {
+    const space = line.indexOf(' ', pos)
+    const end = space < 0 ? line.length : space
+    if (separatorField < 0 && ends.length >= 6 && end === pos + 1 && line.charCodeAt(pos) === 45 /* - */) separatorField = ends.length
+    ends.push(end)
+    // Past the separator, the source and the first chunk of super options, the rest is super options.
+    if (space < 0 || (separatorField >= 0 && ends.length === separatorField + 3)) break
+    pos = space + 1
   }
-  const separator = fields.indexOf('-', 6)
-  if (separator < 0 || fields.length - separator - 1 < 3) {
-    throw new MountInfoParseError(`expect 3 fields after the separator in mountinfo, got ${separator < 0 ? 0 : fields.length - separator - 1}: ${line}`)
+  const count = ends.length + (separatorField >= 0 && ends[ends.length - 1] !== line.length ? 1 : 0)
+  if (count < 10) {
+    throw new MountInfoParseError(`wrong number of fields in mountinfo (expected at least 10, got ${line.split(' ').length}): ${line}`)
   }
-  const [idText, parentText, device, root, target, options] = fields as [string, string, string, string, string, string]
-  const id = Number(idText)
-  const parentId = Number(parentText)
+  if (separatorField < 0 || count - separatorField - 1 < 3) {
+    throw new MountInfoParseError(`expect 3 fields after the separator in mountinfo, got ${separatorField < 0 ? 0 : count - separatorField - 1}: ${line}`)
+  }
+  const field = (i: number) => line.slice(i === 0 ? 0 : (ends[i - 1] as number) + 1, ends[i])
+  const id = Number(field(0))
+  const parentId = Number(field(1))
   if (!Number.isInteger(id) || !Number.isInteger(parentId)) throw new MountInfoParseError(`bad mount id in mountinfo: ${line}`)
+  const device = field(2)
   if (!DEVICE.test(device)) throw new MountInfoParseError(`bad major:minor "${device}" in mountinfo: ${line}`)
-  const optionalFields = fields.slice(6, separator).filter((f) => f !== '')
-  let mountPoint = unescapeMountField(target)
+  const optionalText = separatorField > 6 ? line.slice((ends[5] as number) + 1, ends[separatorField - 1]) : ''
+  let mountPoint = unescapeMountField(field(4))
   if (mountPoint.endsWith(DELETED)) mountPoint = mountPoint.slice(0, -DELETED.length)
-  return {
+  // Super options may contain spaces only escaped; a stray space stays part of them.
+  const superText = line.slice((ends[separatorField + 2] as number) + 1)
+  return new MountInfoEntry(
     id,
     parentId,
     device,
-    root: unescapeMountField(root),
-    target: mountPoint,
-    fstype: unescapeMountField(fields[separator + 1] as string),
-    source: unescapeMountField(fields[separator + 2] as string),
-    options: splitMountOptions(options),
-    // Super options may contain spaces only escaped; rejoin what a stray space may have split.
-    superOptions: splitMountOptions(unescapeMountField(fields.slice(separator + 3).join(' '))),
-    propagation: propagationOf(optionalFields),
-    optionalFields,
-  }
+    shared(unescapeMountField(field(3)), cache),
+    mountPoint,
+    shared(unescapeMountField(field(separatorField + 1)), cache),
+    shared(unescapeMountField(field(separatorField + 2)), cache),
+    optionsOf(field(5), cache),
+    superText.includes('\\') ? optionsOf(unescapeMountField(superText), undefined) : optionsOf(superText, cache),
+    optionalText,
+  )
 }
 
 /** Parses a whole mountinfo text; blank lines are ignored. Entries keep the kernel's order (mount order). */
 export function parseMountInfo(text: string): LinuxMountEntry[] {
   const entries: LinuxMountEntry[] = []
+  const cache: ParseCache = { options: new Map(), strings: new Map() }
   let start = 0
   while (start < text.length) {
     let end = text.indexOf('\n', start)
     if (end < 0) end = text.length
     if (end > start) {
       const line = text.slice(start, end)
-      if (line.trim() !== '') entries.push(parseMountInfoLine(line))
+      if (line.trim() !== '') entries.push(parseLine(line, cache))
     }
     start = end + 1
   }

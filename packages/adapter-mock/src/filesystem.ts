@@ -32,6 +32,18 @@ export interface FilesystemOptions {
 }
 
 /** One filesystem: a tree, a device number, capacity and usage. */
+/**
+ * Counts moves of populated directories (a rename, or an unlink that keeps the subtree alive):
+ * the only changes that alter the path of something already in a tree. Mount targets are cached
+ * against it.
+ */
+let movedDirectories = 0
+
+/** The current count of populated-directory moves (see the mount table's target cache). */
+export function directoryMoves(): number {
+  return movedDirectories
+}
+
 export class Filesystem {
   readonly fstype: string
   readonly root: DirNode
@@ -97,6 +109,7 @@ export class Filesystem {
 
   /** Links `node` into `dir` as `name` (replacing nothing: the caller unlinks first). */
   link(dir: DirNode, name: string, node: Inode): void {
+    if (node.type === 'directory' && node.children.size > 0) movedDirectories++
     node.parent = dir
     node.name = name
     dir.children.set(name, node)
@@ -107,6 +120,7 @@ export class Filesystem {
   unlink(node: Inode): void {
     const dir = node.parent
     if (!dir) return
+    if (node.type === 'directory' && node.children.size > 0) movedDirectories++
     dir.children.delete(node.name)
     node.parent = null
     this.touch(dir)

@@ -8,6 +8,7 @@ import type { MountEntry } from '@kubevol/core'
 import { joinPath } from '@kubevol/core'
 import type { BlockDevice } from './devices.js'
 import type { Filesystem } from './filesystem.js'
+import { directoryMoves } from './filesystem.js'
 import type { Inode } from './nodes.js'
 import { relativePath } from './nodes.js'
 
@@ -115,10 +116,19 @@ export class MountTable {
     return this.#mountpoints.has(node)
   }
 
+  // Targets by mount, valid while no populated directory moved: listing the table is O(mounts), not
+  // O(mounts × depth) with a path built for each.
+  readonly #targets = new WeakMap<Mount, { readonly moves: number; readonly path: string }>()
+
   /** The absolute path where `mount` is mounted. */
   targetOf(mount: Mount): string {
     if (!mount.parent || !mount.mountpoint) return '/'
-    return this.pathOf(mount.parent, mount.mountpoint)
+    const moves = directoryMoves()
+    const cached = this.#targets.get(mount)
+    if (cached?.moves === moves) return cached.path
+    const path = this.pathOf(mount.parent, mount.mountpoint)
+    this.#targets.set(mount, { moves, path })
+    return path
   }
 
   /** The absolute path of `node` seen through `mount`. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { createPaths, escapePluginName, unescapePluginName } from './paths.js'
+import { createPaths, escapePluginName, joinPath, unescapePluginName } from './paths.js'
 
 describe('paths', () => {
   const paths = createPaths('/var/lib/kubevol/')
@@ -18,6 +18,19 @@ describe('paths', () => {
   it('escapes plugin names both ways', () => {
     expect(escapePluginName('kubernetes.io/csi')).toBe('kubernetes.io~csi')
     expect(unescapePluginName('kubernetes.io~csi')).toBe('kubernetes.io/csi')
+  })
+
+  it.each([
+    [['/a', 'b'], '/a/b'],
+    [['/a/', '/b/'], '/a/b'],
+    [['/', 'x'], '/x'],
+    [['/'], '/'],
+    [['', '/a', '', 'b'], '/a/b'],
+    [['a//b', 'c///'], 'a/b/c'],
+    [['//'], '/'],
+    [[], ''],
+  ])('joinPath(%j) is %j', (parts, expected) => {
+    expect(joinPath(...parts)).toBe(expected)
   })
 
   it('refuses a relative root', () => {

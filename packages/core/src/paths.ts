@@ -24,8 +24,14 @@ export function unescapePluginName(escaped: string): string {
 
 /** Joins absolute path parts with single slashes. */
 export function joinPath(...parts: string[]): string {
-  const joined = parts.filter((p) => p !== '').join('/')
-  return joined.replace(/\/+/g, '/').replace(/(.)\/$/, '$1')
+  // Hot (every path kubevol builds): concatenate, and normalize only when there is something to fix.
+  let joined = ''
+  for (const part of parts) {
+    if (part === '') continue
+    joined = joined === '' ? part : `${joined}/${part}`
+  }
+  if (joined.includes('//')) joined = joined.replace(/\/+/g, '/')
+  return joined.length > 1 && joined.endsWith('/') ? joined.slice(0, -1) : joined
 }
 
 /** The parent directory of an absolute path (`/` for `/x`). */

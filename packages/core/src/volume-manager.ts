@@ -315,21 +315,43 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
   const overLimit = new Set<string>()
 
   // ---- waiters, resolved by notification ----
-  const waiters = new Set<Waiter>()
+  // Indexed by pod. What a waiter asks (are the pod's volumes mounted, or all unmounted) depends
+  // only on the pod's own entries in the two caches, and every change to those names the pod; so
+  // a change checks that pod's waiters alone, and a volume-wide change (attach, detach, device
+  // state) none. A node with many pods waiting does not pay pods × changes.
+  const waiters = new Map<UniquePodName, Set<Waiter>>()
+  const podsToCheck = new Set<UniquePodName>()
   let waitersScheduled = false
-  const checkWaiters = (): void => {
-    if (polling || waitersScheduled || waiters.size === 0) return
+  const checkWaitersOf = (podName: UniquePodName): void => {
+    const set = waiters.get(podName)
+    if (set) for (const waiter of [...set]) waiter.check()
+  }
+  const checkWaiters = (podName: UniquePodName | undefined): void => {
+    if (polling || podName === undefined || !waiters.has(podName)) return
+    podsToCheck.add(podName)
+    if (waitersScheduled) return
     waitersScheduled = true
     void Promise.resolve().then(() => {
       waitersScheduled = false
-      for (const waiter of [...waiters]) waiter.check()
+      const pods = [...podsToCheck]
+      podsToCheck.clear()
+      for (const name of pods) checkWaitersOf(name)
     })
   }
+  const addWaiter = (waiter: Waiter): void => {
+    let set = waiters.get(waiter.podName)
+    if (!set) waiters.set(waiter.podName, (set = new Set()))
+    set.add(waiter)
+  }
+  const removeWaiter = (waiter: Waiter): void => {
+    const set = waiters.get(waiter.podName)
+    if (set?.delete(waiter) && set.size === 0) waiters.delete(waiter.podName)
+  }
 
-  const onVolumeChange = (volumeName: UniqueVolumeName): void => {
+  const onVolumeChange = (volumeName: UniqueVolumeName, podName?: UniquePodName): void => {
     reconciler.markDirty(volumeName)
     scheduleReconcile()
-    checkWaiters()
+    checkWaiters(podName)
     if (listeners.size > 0) emit({ type: 'state-changed', volumeName })
   }
   dsw.changes.subscribe(onVolumeChange)
@@ -357,8 +379,9 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
         schedulePopulate()
       })
     }
-    // Pod errors are only recorded by the populator: waiters learn about them after a pass.
-    for (const waiter of [...waiters]) waiter.check()
+    // Pod errors are only recorded by the populator: the waiters of pods with errors learn about
+    // them after a pass.
+    for (const podName of dsw.getPodsWithErrors()) checkWaitersOf(podName)
   }
   // The kubelet re-syncs a pod on every update (ReprocessPod): volumes built from the pod or from
   // objects (downwardAPI labels, configMaps, tokens) are set up again.
@@ -404,7 +427,7 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
       const finish = (error?: string): void => {
         if (finished) return
         finished = true
-        waiters.delete(waiter)
+        removeWaiter(waiter)
         timer?.cancel()
         poll?.cancel()
         wait?.signal?.removeEventListener('abort', onAbort)
@@ -444,7 +467,7 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
         }
         poll = clock.setTimer(POD_ATTACH_AND_MOUNT_RETRY_INTERVAL_MS, tick)
       } else {
-        waiters.add(waiter)
+        addWaiter(waiter)
       }
     })
   }

@@ -167,7 +167,7 @@ export class ActualStateOfWorld {
     const podVolumes = this.#podVolumes.get(podName)
     podVolumes?.delete(volumeName)
     if (podVolumes?.size === 0) this.#podVolumes.delete(podName)
-    this.changes.emit(volumeName)
+    this.changes.emit(volumeName, podName)
   }
 
   /** Marks every volume of the pod whose plugin requires remount. */
@@ -184,7 +184,7 @@ export class ActualStateOfWorld {
       }
       if (plugin.requiresRemount(pod.spec)) {
         pod.remountRequired = true
-        this.changes.emit(name)
+        this.changes.emit(name, podName)
       }
     }
   }
@@ -503,7 +503,7 @@ export class ActualStateOfWorld {
     let podVolumes = this.#podVolumes.get(options.podName)
     if (!podVolumes) this.#podVolumes.set(options.podName, (podVolumes = new Set()))
     podVolumes.add(options.volumeName)
-    this.changes.emit(options.volumeName)
+    this.changes.emit(options.volumeName, options.podName)
   }
 
   #setDeviceState(

@@ -185,7 +185,7 @@ export class DesiredStateOfWorld {
       if (!remount) this.#remountVolumes.set(podName, (remount = new Set()))
       remount.add(volumeName)
     }
-    this.changes.emit(volumeName)
+    this.changes.emit(volumeName, podName)
     return volumeName
   }
 
@@ -201,7 +201,7 @@ export class DesiredStateOfWorld {
     const remount = this.#remountVolumes.get(podName)
     remount?.delete(volumeName)
     if (remount?.size === 0) this.#remountVolumes.delete(podName)
-    this.changes.emit(volumeName)
+    this.changes.emit(volumeName, podName)
   }
 
   /** Pods with a volume whose plugin sets it up again on every sync: they see object changes. */
