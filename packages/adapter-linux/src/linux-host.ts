@@ -128,9 +128,10 @@ export class LinuxHost implements Host {
 
   async mkdir(path: string, options?: { readonly recursive?: boolean; readonly mode?: number }): Promise<void> {
     const recursive = options?.recursive === true
-    await this.#sys.fs('mkdir', path, () => mkdir(path, { recursive, mode: options?.mode ?? 0o777 }))
-    // mkdir -p on an existing file: node says nothing, the port (like `mkdir -p`) says EEXIST.
-    if (recursive) {
+    const created = await this.#sys.fs('mkdir', path, () => mkdir(path, { recursive, mode: options?.mode ?? 0o777 }))
+    // mkdir -p on an existing file: node says nothing, the port (like `mkdir -p`) says EEXIST. Only
+    // when nothing was created (node returns the first directory it made) can the path be a file.
+    if (recursive && created === undefined) {
       const info = await this.stat(path)
       if (info && info.type !== 'directory') throw new HostError('EEXIST', 'mkdir', path, 'file exists')
     }

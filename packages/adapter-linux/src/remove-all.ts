@@ -4,7 +4,7 @@
  * the mount table (catches bind mounts of the same filesystem, which st_dev cannot see) and the
  * st_dev of every entry against the root's (catches a mount the table did not show yet). Only then
  * are the entries removed, deepest first, with unlink and rmdir, which the kernel refuses (EBUSY)
- * on a mount point that appeared in between.
+ * on a mount point that appeared in between. An empty directory is removed at once with rmdir(2).
  */
 import type { Stats } from 'node:fs'
 import { lstat, readdir, rmdir, unlink } from 'node:fs/promises'
@@ -23,6 +23,15 @@ export interface RemoveAllDeps {
 
 /** Removes `path` and everything below it; EBUSY (and nothing removed) when a mount point is in the tree. */
 export async function removeAll({ sys, canonical, mounts }: RemoveAllDeps, path: string): Promise<void> {
+  // An empty directory (most volume directories at tear-down) goes in one call: rmdir(2) removes
+  // nothing but an empty directory and refuses a mount point (EBUSY), so it cannot cross a mount.
+  // Anything else (not empty, not a directory, a mount point) takes the checked walk below, which
+  // says what is in the way.
+  const removed = await sys.fs('rmdir', path, () => rmdir(path)).then(
+    () => true,
+    (err: unknown) => err instanceof HostError && err.code === 'ENOENT',
+  )
+  if (removed) return
   const root = await sys.fs('lstat', path, () => lstat(path)).catch((err: unknown) => {
     if (err instanceof HostError && err.code === 'ENOENT') return null
     throw err

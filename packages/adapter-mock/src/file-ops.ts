@@ -39,6 +39,21 @@ export function mkdir(state: HostState, path: string, options: { readonly recurs
     return
   }
   if (!path.startsWith('/')) throw new HostError('EINVAL', 'mkdir', path, 'path is not absolute')
+  // The common cases in one lookup: the directory exists, or only its last component is missing.
+  try {
+    const result = lookup(state.table, path, { follow: true, syscall: 'mkdir' })
+    if (result.found) {
+      if (result.found.node.type !== 'directory') throw new HostError('EEXIST', 'mkdir', path, 'file exists')
+      return
+    }
+    if (result.parent && !result.entry) {
+      makeDir(state, path, mode)
+      return
+    }
+  } catch (err) {
+    // A missing or dangling component on the way: create the parents one by one below.
+    if (!isHostError(err, 'ENOENT')) throw err
+  }
   const parts = path.split('/').filter((part) => part !== '')
   for (let i = 1; i <= parts.length; i++) {
     const prefix = `/${parts.slice(0, i).join('/')}`
