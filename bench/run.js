@@ -16,8 +16,10 @@ const config = {
   // First samples warm the JIT; they are measured but not counted.
   warmup: { event: env('EVENT_WARMUP', 20), polling: env('POLLING_WARMUP', 2) },
 }
-const TARGET_MEDIAN_MS = 2
-const TARGET_RATIO = 50
+// The performance issue's targets (the first issue asked for a 2 ms median and 50x).
+const TARGET_MEDIAN_MS = 1
+const TARGET_P99_MS = 5
+const TARGET_RATIO = 100
 
 // Two fake plugins: per-pod scratch volumes (no device) and attachable disks (attach, mount the
 // device once, bind into the pod). Each answers for the volumes whose `fake.plugin` names it.
@@ -157,13 +159,14 @@ function summary(results, comparisons, machine) {
         `| ${r.variant} | ${r.mode} | ${r.samples} | ${ms(r.medianMs)} | ${ms(r.p90Ms)} | ${ms(r.p99Ms)} | ${ms(r.maxMs)} | ${(r.fillMs / 1000).toFixed(1)} s |`,
     ),
     '',
-    `| volumes | polling median / event median | event median < ${TARGET_MEDIAN_MS} ms | ≥ ${TARGET_RATIO}x faster |`,
-    '| --- | ---: | --- | --- |',
+    `| volumes | polling median / event median | event median < ${TARGET_MEDIAN_MS} ms | event p99 < ${TARGET_P99_MS} ms | ≥ ${TARGET_RATIO}x faster |`,
+    '| --- | ---: | --- | --- | --- |',
     ...comparisons.map(
-      (c) => `| ${c.variant} | ${c.ratio.toFixed(0)}x | ${c.medianTargetMet ? 'met' : 'NOT met'} | ${c.ratioTargetMet ? 'met' : 'NOT met'} |`,
+      (c) =>
+        `| ${c.variant} | ${c.ratio.toFixed(0)}x | ${c.medianTargetMet ? 'met' : 'NOT met'} | ${c.p99TargetMet ? 'met' : 'NOT met'} | ${c.ratioTargetMet ? 'met' : 'NOT met'} |`,
     ),
     '',
-    `Targets (from the issue): event-driven median under ${TARGET_MEDIAN_MS} ms, and at least ${TARGET_RATIO}x faster than polling.`,
+    `Targets (from the issue): event-driven median under ${TARGET_MEDIAN_MS} ms and p99 under ${TARGET_P99_MS} ms, and at least ${TARGET_RATIO}x faster than polling.`,
     `Percentiles are nearest-rank: with ${config.samples.polling} polling samples, p99 is the slowest sample.`,
     'Polling results land on the 300 ms wait poll: a mount needs a populator tick and two reconciler passes (verify, then',
     'mount), each 100 ms after the last ended, so a pod resolves at the first poll (~300 ms) or the second (~600 ms),',
@@ -206,10 +209,11 @@ async function main() {
       variant,
       ratio: round(ratio),
       medianTargetMet: event.medianMs < TARGET_MEDIAN_MS,
+      p99TargetMet: event.p99Ms < TARGET_P99_MS,
       ratioTargetMet: ratio >= TARGET_RATIO,
     }
   })
-  const report = { benchmark: 'pod-startup', config, machine, targets: { eventMedianMs: TARGET_MEDIAN_MS, ratio: TARGET_RATIO }, results, comparisons }
+  const report = { benchmark: 'pod-startup', config, machine, targets: { eventMedianMs: TARGET_MEDIAN_MS, eventP99Ms: TARGET_P99_MS, ratio: TARGET_RATIO }, results, comparisons }
   const text = summary(results, comparisons, machine).replace(/^# /, '## ')
   await writeResult('pod-startup', report, text)
   console.log(`\n${text}`)

@@ -87,9 +87,13 @@ export function resolveMemoryHostOptions(options: MemoryHostOptions = {}) {
  * mount points, read-only mounts, device filesystems that persist across mounts. Every call settles
  * asynchronously and passes through {@link faults} first. Create it with {@link createMemoryHost}.
  */
+/** Calls that change nothing on the host (everything else drops the cached mount table listing). */
+const READ_CALLS = new Set(['lstat', 'stat', 'readdir', 'readFile', 'readlink', 'mounts', 'isMountPoint', 'holders', 'statfs'])
+
 export class MemoryHost implements Host {
   readonly #state: HostState
   readonly #faults: FaultInjector
+  #mountEntries: readonly MountEntry[] | undefined
   declare readonly loopDevices?: LoopDevices
   declare readonly blockDevices?: BlockDevices
   declare readonly filesystems?: Filesystems
@@ -161,7 +165,19 @@ export class MemoryHost implements Host {
   // Every call settles asynchronously, as on a real host: nothing runs before the caller's next line.
   async #call<T>(method: string, args: readonly unknown[], path: string | undefined, run: () => T): Promise<T> {
     await null
-    return (await this.#faults.dispatch(path === undefined ? { method, args } : { method, args, path }, run)) as T
+    // Anything but a read may change what the mount table shows (a mount, a renamed parent, a
+    // removed bind source): the listing is built again after it.
+    const work = READ_CALLS.has(method)
+      ? run
+      : () => {
+          this.#mountEntries = undefined
+          try {
+            return run()
+          } finally {
+            this.#mountEntries = undefined
+          }
+        }
+    return (await this.#faults.dispatch(path === undefined ? { method, args } : { method, args, path }, work)) as T
   }
 
   lstat(path: string): Promise<FileInfo | null> {
@@ -225,7 +241,11 @@ export class MemoryHost implements Host {
   }
 
   mounts(): Promise<readonly MountEntry[]> {
-    return this.#call('mounts', [], undefined, () => this.#state.table.all.map((m) => this.#state.table.entry(m)))
+    return this.#call('mounts', [], undefined, () => {
+      // Listed once per change, not per call: plugins ask for the table on every device unmount.
+      this.#mountEntries ??= Object.freeze(this.#state.table.all.map((m) => Object.freeze(this.#state.table.entry(m))))
+      return this.#mountEntries
+    })
   }
 
   isMountPoint(path: string): Promise<boolean> {
