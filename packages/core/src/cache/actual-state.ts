@@ -9,6 +9,7 @@ import type { VolumeSpec } from '../api/volume-spec.js'
 import { KubevolError } from '../errors.js'
 import type { PluginManager } from '../plugins/plugin-manager.js'
 import { ChangeFeed } from './change-feed.js'
+import { SmallMap } from './small-map.js'
 
 export type VolumeMountState = 'mounted' | 'uncertain' | 'not-mounted'
 export type DeviceMountState = 'mounted' | 'uncertain' | 'not-mounted'
@@ -91,7 +92,7 @@ interface VolumeEntry {
   seLinuxMountContext: string | undefined
   persistentVolumeSize: number | undefined
   inUseExpansionError: boolean
-  readonly pods: Map<UniquePodName, PodEntry>
+  readonly pods: SmallMap<UniquePodName, PodEntry>
 }
 
 /** "no volume with the name %q exists in the list of attached volumes". */
@@ -471,7 +472,7 @@ export class ActualStateOfWorld {
         seLinuxMountContext: undefined,
         persistentVolumeSize: undefined,
         inUseExpansionError: false,
-        pods: new Map(),
+        pods: new SmallMap(),
       })
     }
     this.changes.emit(volumeName)

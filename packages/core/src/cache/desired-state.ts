@@ -12,6 +12,7 @@ import type { Clock } from '../clock.js'
 import { VolumeSpecError, errorMessage } from '../errors.js'
 import type { PluginManager } from '../plugins/plugin-manager.js'
 import { ChangeFeed } from './change-feed.js'
+import { SmallMap } from './small-map.js'
 
 /** The kubelet keeps at most this many distinct errors per pod (an insert happens while size ≤ 10). */
 export const MAX_POD_ERRORS = 10
@@ -41,7 +42,8 @@ export interface VolumeToMount {
 interface DesiredPod {
   pod: Pod
   spec: VolumeSpec
-  outerNames: Set<string>
+  /** Sorted, without duplicates; shared with the views (never changed in place). */
+  outerNames: readonly string[]
   mountRequestTime: number
 }
 
@@ -55,7 +57,7 @@ interface DesiredVolume {
   readonly desiredSizeLimit: number | undefined
   persistentVolumeSize: number | undefined
   readonly seLinuxLabel: string
-  readonly pods: Map<UniquePodName, DesiredPod>
+  readonly pods: SmallMap<UniquePodName, DesiredPod>
 }
 
 /** What the populator knows about a pod volume when it adds it. */
@@ -162,14 +164,14 @@ export class DesiredStateOfWorld {
         desiredSizeLimit: desiredSizeLimitOf(pod, spec),
         persistentVolumeSize: pvCapacity,
         seLinuxLabel,
-        pods: new Map(),
+        pods: new SmallMap(),
       }
       this.#volumes.set(volumeName, volume)
     }
     const existing = volume.pods.get(podName)
     const now = this.#clock.now()
-    const outerNames = new Set(existing?.outerNames)
-    outerNames.add(outerVolumeSpecName)
+    const known = existing?.outerNames ?? []
+    const outerNames = known.includes(outerVolumeSpecName) ? known : [...known, outerVolumeSpecName].sort()
     volume.pods.set(podName, {
       pod,
       spec,
@@ -347,7 +349,7 @@ function toView(volume: DesiredVolume, podName: UniquePodName, pod: DesiredPod):
     pod: pod.pod,
     spec: pod.spec,
     pluginName: volume.pluginName,
-    outerVolumeSpecNames: [...pod.outerNames].sort(),
+    outerVolumeSpecNames: pod.outerNames,
     pluginIsAttachable: volume.pluginIsAttachable,
     pluginIsDeviceMountable: volume.pluginIsDeviceMountable,
     volumeGidValue: volume.volumeGidValue,

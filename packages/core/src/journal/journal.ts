@@ -10,6 +10,7 @@
  */
 import type { UniquePodName, UniqueVolumeName } from '../api/names.js'
 import type { VolumeSpec } from '../api/volume-spec.js'
+import { SmallMap } from '../cache/small-map.js'
 import { isHostError } from '../errors.js'
 import type { Host } from '../host/host.js'
 import type { Logger } from '../observability.js'
@@ -52,7 +53,7 @@ export interface JournalVolume {
   spec: VolumeSpec
   attached?: { readonly devicePath: string }
   device?: { readonly devicePath: string; readonly path: string }
-  readonly pods: Map<UniquePodName, { readonly podUID: string; readonly outerName: string; readonly spec: VolumeSpec; readonly gid: string }>
+  readonly pods: SmallMap<UniquePodName, { readonly podUID: string; readonly outerName: string; readonly spec: VolumeSpec; readonly gid: string }>
 }
 
 export interface JournalOptions {
@@ -100,7 +101,7 @@ export function parseJournal(text: string): { records: JournalRecord[]; dropped:
 export function replay(records: Iterable<JournalRecord>, state = new Map<UniqueVolumeName, JournalVolume>()): Map<UniqueVolumeName, JournalVolume> {
   const volume = (name: UniqueVolumeName, spec?: VolumeSpec): JournalVolume | undefined => {
     let v = state.get(name)
-    if (!v && spec) state.set(name, (v = { volume: name, spec, pods: new Map() }))
+    if (!v && spec) state.set(name, (v = { volume: name, spec, pods: new SmallMap() }))
     if (v && spec) v.spec = spec
     return v
   }
