@@ -82,6 +82,14 @@ export class FaultInjector implements Faults {
   /** Runs `call` through the interceptors, then `real`. */
   dispatch(call: HostCall, real: () => unknown): Promise<unknown> {
     const chain = this.#interceptors
+    // No faults set (the usual case): the call itself, with its throw turned into a rejection.
+    if (chain.length === 0) {
+      try {
+        return Promise.resolve(real())
+      } catch (err) {
+        return Promise.reject(err)
+      }
+    }
     const step = async (index: number): Promise<unknown> => {
       const interceptor = chain[index]
       return interceptor ? interceptor(call, () => step(index - 1)) : real()
