@@ -1,0 +1,177 @@
+// CSI round trips (root only), in a private mount namespace of its own: a pod with one CSI
+// persistent volume is started and deleted, one after another, through the whole manager on the
+// Linux host, against the reference driver (examples/csi-hostpath-driver) running as its own
+// process on a unix socket. Each round trip is NodeStage, NodePublish, NodeUnpublish, NodeUnstage
+// with real bind mounts. Two figures: the time kubevol adds around the driver (a round trip minus
+// the time its four gRPC calls took, as the client saw them), and the round trip against the same
+// four calls made directly in a loop. The target: bound by the driver, not by kubevol.
+import { spawn, spawnSync } from 'node:child_process'
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs'
+import os from 'node:os'
+import { fileURLToPath } from 'node:url'
+import { writeResult } from './results.js'
+
+const preload = fileURLToPath(new URL('../packages/adapter-linux/test/mount-namespace.cjs', import.meta.url))
+const driverMain = fileURLToPath(new URL('../examples/csi-hostpath-driver/dist/main.js', import.meta.url))
+
+if (process.getuid?.() !== 0) {
+  console.log('csi benchmark skipped: it needs root (real mounts in a private mount namespace)')
+  process.exit(0)
+}
+if (process.env.KUBEVOL_TEST_MOUNT_NAMESPACE !== 'private') {
+  const child = spawnSync(process.execPath, ['--require', preload, fileURLToPath(import.meta.url)], { stdio: 'inherit' })
+  process.exit(child.status ?? 1)
+}
+
+const { createGrpcCsiDriver, createLinuxHost } = await import('@kubevol/adapter-linux')
+const { createCsiDriverRegistry, createCsiPlugin, createVolumeManager } = await import('@kubevol/core')
+const { buildClaim, buildPod, createMemoryObjectReader, createMemoryPodSource } = await import('@kubevol/core/testing')
+
+const ROUNDS = Number(process.env.KUBEVOL_BENCH_CSI_ROUNDS ?? 200)
+const WARMUP = 10
+const DRIVER = 'hostpath.csi.kubevol.io'
+const base = mkdtempSync('/tmp/kubevol-bench-csi-')
+const root = `${base}/root`
+const endpoint = `${base}/csi.sock`
+mkdirSync(`${base}/data`)
+
+// The driver in a process of its own (in this mount namespace): its CPU is not on kubevol's loop.
+const driver = spawn(process.execPath, [driverMain, '--endpoint', endpoint, '--data-dir', `${base}/data`, '--node-id', 'node-1'], { stdio: ['ignore', 'ignore', 'inherit'] })
+const client = createGrpcCsiDriver({ endpoint })
+const o = { timeoutMs: 120_000 }
+for (let i = 0; ; i++) {
+  try {
+    await client.getPluginInfo(o)
+    break
+  } catch (err) {
+    if (i > 200) throw err
+    await new Promise((r) => setTimeout(r, 50))
+  }
+}
+
+// The client as kubevol uses it, timing every Node call.
+let driverMs = 0
+const nodeCalls = ['nodeStageVolume', 'nodePublishVolume', 'nodeUnpublishVolume', 'nodeUnstageVolume']
+let unstaged = new Set()
+const timed = Object.create(client)
+for (const method of nodeCalls) {
+  timed[method] = async (request, options) => {
+    const t0 = performance.now()
+    try {
+      return await client[method](request, options)
+    } finally {
+      driverMs += performance.now() - t0
+      if (method === 'nodeUnstageVolume') unstaged.add(request.volumeId)
+    }
+  }
+}
+
+const percentile = (sorted, p) => sorted[Math.max(0, Math.ceil((p / 100) * sorted.length) - 1)]
+const summary = (times) => {
+  const sorted = [...times].sort((a, b) => a - b)
+  return { medianMs: percentile(sorted, 50), p99Ms: percentile(sorted, 99), totalMs: sorted.reduce((a, b) => a + b, 0) }
+}
+
+async function throughManager() {
+  const host = createLinuxHost({})
+  const registry = createCsiDriverRegistry()
+  registry.register({ name: DRIVER, driver: timed, endpoint })
+  const objects = createMemoryObjectReader()
+  objects.put('CSIDriver', { metadata: { name: DRIVER }, spec: { attachRequired: false, podInfoOnMount: false, volumeLifecycleModes: ['Persistent'] } })
+  const pods = createMemoryPodSource()
+  const manager = createVolumeManager({
+    host,
+    plugins: [createCsiPlugin({ drivers: registry })],
+    podSource: pods,
+    objects,
+    nodeName: 'node-1',
+    rootDir: root,
+    controllerAttachDetach: false,
+    statsPeriodMs: 0,
+    housekeepingPeriodMs: 0,
+  })
+  const stop = new AbortController()
+  const running = manager.run(stop.signal)
+  await manager.waitForIdle()
+  const rounds = []
+  for (let i = 0; i < ROUNDS + WARMUP; i++) {
+    const { pvc, pv } = buildClaim({ claim: `c${i}`, pv: `pv-${i}`, pvSource: { csi: { driver: DRIVER, volumeHandle: `vol-${i}` } } })
+    objects.put('PersistentVolumeClaim', pvc)
+    objects.put('PersistentVolume', pv)
+    const pod = buildPod({ uid: `u${i}`, name: `p${i}`, volumes: [{ name: 'data', persistentVolumeClaim: { claimName: `c${i}` } }] })
+    const driverBefore = driverMs
+    const t0 = performance.now()
+    pods.setPod(pod)
+    await manager.waitForAttachAndMount(pod, { timeoutMs: 60_000 })
+    pods.deletePod(pod.metadata.uid)
+    await manager.waitForUnmount(pod, { timeoutMs: 60_000 })
+    // The round trip ends with NodeUnstage, after the last pod is gone.
+    while (!unstaged.has(`vol-${i}`)) {
+      await manager.waitForIdle()
+      await new Promise((r) => setImmediate(r))
+    }
+    const ms = performance.now() - t0
+    if (i >= WARMUP) rounds.push({ ms, driverMs: driverMs - driverBefore })
+  }
+  stop.abort()
+  await running
+  host.close()
+  return rounds
+}
+
+async function directly() {
+  const host = createLinuxHost({})
+  const capability = { mount: { fsType: '', mountFlags: [] }, accessMode: 'SINGLE_NODE_WRITER' }
+  const times = []
+  for (let i = 0; i < ROUNDS + WARMUP; i++) {
+    const staging = `${base}/direct/staging/v${i}`
+    const target = `${base}/direct/pods/v${i}/mount`
+    const t0 = performance.now()
+    await host.mkdir(staging, { recursive: true })
+    await host.mkdir(`${base}/direct/pods/v${i}`, { recursive: true })
+    const stage = { volumeId: `direct-${i}`, publishContext: {}, stagingTargetPath: staging, volumeCapability: capability, secrets: {}, volumeContext: {} }
+    await client.nodeStageVolume(stage, o)
+    await client.nodePublishVolume({ ...stage, targetPath: target, readonly: false }, o)
+    await client.nodeUnpublishVolume({ volumeId: `direct-${i}`, targetPath: target }, o)
+    await client.nodeUnstageVolume({ volumeId: `direct-${i}`, stagingTargetPath: staging }, o)
+    const ms = performance.now() - t0
+    if (i >= WARMUP) times.push(ms)
+  }
+  host.close()
+  return times
+}
+
+try {
+  const raw = summary(await directly())
+  const rounds = await throughManager()
+  const managed = summary(rounds.map((r) => r.ms))
+  const inDriver = rounds.reduce((s, r) => s + r.driverMs, 0)
+  const kubevolMs = managed.totalMs - inDriver
+  const share = kubevolMs / managed.totalMs
+  const ratio = managed.medianMs / raw.medianMs
+  const md = [
+    '## CSI round trips (real kernel, reference driver over gRPC)',
+    '',
+    `${os.cpus()[0]?.model} (${os.cpus().length} cores), Node ${process.version}, Linux ${os.release()}, ${new Date().toISOString()}`,
+    '',
+    `A pod with one CSI volume started and deleted ${ROUNDS} times in a row (NodeStage, NodePublish, NodeUnpublish,`,
+    'NodeUnstage with real bind mounts each time), the hostpath reference driver in its own process.',
+    '',
+    '| figure | value |',
+    '| --- | ---: |',
+    `| round trip through kubevol, median (p99) | ${managed.medianMs.toFixed(2)} ms (${managed.p99Ms.toFixed(2)} ms) |`,
+    `| the same four calls made directly, median (p99) | ${raw.medianMs.toFixed(2)} ms (${raw.p99Ms.toFixed(2)} ms) |`,
+    `| kubevol / direct (medians) | ${ratio.toFixed(2)}× |`,
+    `| time in the driver's gRPC calls, of all round-trip time | ${((1 - share) * 100).toFixed(1)} % |`,
+    `| kubevol's share (everything else: populator, reconciler, journal, directories, vol_data.json, checks) | ${(share * 100).toFixed(1)} % (${(kubevolMs / rounds.length).toFixed(2)} ms per round trip) |`,
+    '',
+  ]
+  console.log(md.join('\n'))
+  await writeResult('csi', { benchmark: 'csi', rounds: ROUNDS, raw, managed, driverMs: inDriver, kubevolMs, share, ratio }, md.join('\n'))
+} finally {
+  client.close?.()
+  driver.kill()
+  await new Promise((r) => driver.once('exit', r))
+  spawnSync('umount', ['-R', base], { stdio: 'ignore' })
+  rmSync(base, { recursive: true, force: true })
+}
