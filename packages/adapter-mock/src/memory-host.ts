@@ -90,10 +90,15 @@ export function resolveMemoryHostOptions(options: MemoryHostOptions = {}) {
 /** Calls that change nothing on the host (everything else drops the cached mount table listing). */
 const READ_CALLS = new Set(['lstat', 'stat', 'readdir', 'readFile', 'readlink', 'mounts', 'isMountPoint', 'holders', 'statfs'])
 
+/** A mount that only adds lines to the table: a new tmpfs or bind, no remount, no propagation change. */
+function addsLinesOnly(request: MountRequest): boolean {
+  if (request.remount || request.propagation !== undefined) return false
+  return request.bind === true || request.fstype === 'tmpfs' || request.fstype === 'ramfs'
+}
+
 export class MemoryHost implements Host {
   readonly #state: HostState
   readonly #faults: FaultInjector
-  #mountEntries: readonly MountEntry[] | undefined
   declare readonly loopDevices?: LoopDevices
   declare readonly blockDevices?: BlockDevices
   declare readonly filesystems?: Filesystems
@@ -165,16 +170,19 @@ export class MemoryHost implements Host {
   // Every call settles asynchronously, as on a real host: nothing runs before the caller's next line.
   async #call<T>(method: string, args: readonly unknown[], path: string | undefined, run: () => T): Promise<T> {
     await null
-    // Anything but a read may change what the mount table shows (a mount, a renamed parent, a
-    // removed bind source): the listing is built again after it.
-    const work = READ_CALLS.has(method)
+    // A read changes nothing, and a new directory, a tmpfs or bind mount and an unmount change the
+    // mount table only by adding or removing lines (the table patches its listing); anything else
+    // may change a line in place (a remount, a device filesystem turning read-only, a renamed
+    // parent, a removed bind source): the listing is built again after it.
+    const table = this.#state.table
+    const work = READ_CALLS.has(method) || method === 'mkdir' || method === 'unmount' || (method === 'mount' && addsLinesOnly(args[0] as MountRequest))
       ? run
       : () => {
-          this.#mountEntries = undefined
+          table.invalidateEntries()
           try {
             return run()
           } finally {
-            this.#mountEntries = undefined
+            table.invalidateEntries()
           }
         }
     return (await this.#faults.dispatch(path === undefined ? { method, args } : { method, args, path }, work)) as T
@@ -241,11 +249,8 @@ export class MemoryHost implements Host {
   }
 
   mounts(): Promise<readonly MountEntry[]> {
-    return this.#call('mounts', [], undefined, () => {
-      // Listed once per change, not per call: plugins ask for the table on every device unmount.
-      this.#mountEntries ??= Object.freeze(this.#state.table.all.map((m) => Object.freeze(this.#state.table.entry(m))))
-      return this.#mountEntries
-    })
+    // Kept between calls: plugins ask for the table on every device unmount.
+    return this.#call('mounts', [], undefined, () => this.#state.table.entries())
   }
 
   isMountPoint(path: string): Promise<boolean> {

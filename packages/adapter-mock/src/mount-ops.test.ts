@@ -182,3 +182,32 @@ describe('the mount table', () => {
     expect((await host.mounts()).at(-1)?.id).toBeGreaterThan(first)
   })
 })
+
+describe('the mount table listing kept between calls', () => {
+  const line = async (host: ReturnType<typeof createMemoryHost>, target: string) => (await host.mounts()).find((m) => m.target === target)
+
+  it('shows every change: mounts added and removed, a remount, a renamed parent, a removed bind source', async () => {
+    const host = createMemoryHost({ memoryBytes: 8 * 2 ** 30 })
+    await host.mkdir('/a/m', { recursive: true })
+    await host.mkdir('/src', { recursive: true })
+    await host.mkdir('/b', { recursive: true })
+    const before = await host.mounts()
+    await host.mount({ source: 'tmpfs', target: '/a/m', fstype: 'tmpfs' })
+    expect((await host.mounts()).length).toBe(before.length + 1)
+    expect((await line(host, '/a/m'))?.options).toEqual(['rw'])
+    await host.mount({ source: '/a/m', target: '/a/m', remount: true, bind: true, readOnly: true })
+    expect((await line(host, '/a/m'))?.options).toEqual(['ro'])
+    await host.mount({ source: '/src', target: '/b', bind: true })
+    expect((await line(host, '/b'))?.root).toBe('/src')
+    await host.unmount('/a/m')
+    expect(await line(host, '/a/m')).toBeUndefined()
+    await host.mount({ source: 'tmpfs', target: '/a/m', fstype: 'tmpfs' })
+    await host.rename('/a', '/c')
+    expect(await line(host, '/a/m')).toBeUndefined()
+    expect(await line(host, '/c/m')).toBeDefined()
+    await host.remove('/src')
+    expect((await line(host, '/b'))?.root).toBe('/src//deleted')
+    // Unchanged between two calls: the same listing, not a copy.
+    expect(await host.mounts()).toBe(await host.mounts())
+  })
+})

@@ -78,9 +78,38 @@ export class MountTable {
     return [...this.#mounts]
   }
 
+  // The listing `entries()` gives, kept across calls: a mount added or removed patches it; anything
+  // else that may change a line (a remount, a renamed parent, a removed bind source) drops it.
+  #entries: Map<Mount, MountEntry | undefined> | undefined
+  #list: readonly MountEntry[] | undefined
+
+  /** Every mount's table line, in mount order (frozen; built again only after a change). */
+  entries(): readonly MountEntry[] {
+    if (!this.#entries) this.#entries = new Map([...this.#mounts].map((m) => [m, undefined]))
+    if (!this.#list) {
+      const list: MountEntry[] = []
+      for (const [mount, entry] of this.#entries) {
+        const line = entry ?? Object.freeze(this.entry(mount))
+        if (!entry) this.#entries.set(mount, line)
+        list.push(line)
+      }
+      this.#list = Object.freeze(list)
+    }
+    return this.#list
+  }
+
+  /** Drops the kept listing: something may have changed a line in place. */
+  invalidateEntries(): void {
+    this.#entries = undefined
+    this.#list = undefined
+  }
+
   add(init: MountInit): Mount {
     const mount: Mount = { id: this.#nextId++, ...init }
     this.#mounts.add(mount)
+    // Its line is made when listed, after whoever added it has finished setting it up.
+    this.#entries?.set(mount, undefined)
+    this.#list = undefined
     if (mount.parent && mount.mountpoint) {
       let covers = this.#covers.get(mount.parent)
       if (!covers) this.#covers.set(mount.parent, (covers = new Map()))
@@ -93,6 +122,8 @@ export class MountTable {
   /** Takes `mount` out of the table. Its children must be gone already. */
   remove(mount: Mount): void {
     this.#mounts.delete(mount)
+    this.#entries?.delete(mount)
+    this.#list = undefined
     this.#covers.delete(mount)
     if (!mount.parent || !mount.mountpoint) return
     this.#covers.get(mount.parent)?.delete(mount.mountpoint)

@@ -389,6 +389,18 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
     for (const pod of dsw.podsRequiringRemount()) populator.reprocessPod(pod)
     schedulePopulate()
   }
+  // A pod changed: that pod alone is looked at again (and set up again when its volumes require it),
+  // as the kubelet syncs the pod that changed; without a UID, every pod.
+  const onPodChange = (uid?: string): void => {
+    if (uid === undefined) {
+      populator.podChanged()
+      reprocessRemountPods()
+      return
+    }
+    populator.podChanged(uid)
+    if (dsw.podRequiresRemount(uid)) populator.reprocessPod(uid)
+    schedulePopulate()
+  }
   const schedulePopulate = (): void => {
     if (!running || polling || populateScheduled) return
     populateScheduled = true
@@ -530,6 +542,8 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
         }
         if (polling) {
           const populateTick = (): void => {
+            // The kubelet's loop: every pod, every time.
+            populator.podChanged()
             void populate().then(() => running && setTimer(LOOP_SLEEP_PERIOD_MS, populateTick))
           }
           const reconcileTick = (): void => {
@@ -540,7 +554,7 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
           populateTick()
           reconcileTick()
         } else {
-          unsubscribe.push(options.podSource.subscribe(reprocessRemountPods))
+          unsubscribe.push(options.podSource.subscribe(onPodChange))
           if (options.objects.subscribe) {
             // A changed ConfigMap, Secret, ... refreshes the volumes built from objects (the kubelet does
             // this on each pod sync); a changed claim may unblock a pod waiting for it.
@@ -549,6 +563,7 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
           const resync = (): void => {
             reconciler.markAllDirty()
             scheduleReconcile()
+            populator.podChanged()
             schedulePopulate()
             setTimer(resyncPeriodMs, resync)
           }
@@ -764,6 +779,7 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
     },
 
     async populateOnce() {
+      populator.podChanged()
       await populate()
     },
 

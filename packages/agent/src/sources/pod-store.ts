@@ -40,14 +40,15 @@ function samePod(a: Pod, b: Pod): boolean {
 /** Creates an empty, not-ready pod store. */
 export function createPodStore(): PodStore {
   const pods = new Map<string, Pod>()
-  const listeners = new Set<() => void>()
+  const listeners = new Set<(uid?: string) => void>()
   let ready = false
   let list: Pod[] | undefined
   let version = 0
-  const changed = (): void => {
+  // With the UID of the one pod that changed, when it is one (the populator then looks at it alone).
+  const changed = (uid?: string): void => {
     list = undefined
     version++
-    for (const listener of [...listeners]) listener()
+    for (const listener of [...listeners]) listener(uid)
   }
   const put = (pod: Pod): boolean => {
     const uid = pod.metadata.uid
@@ -78,12 +79,12 @@ export function createPodStore(): PodStore {
     },
     set(pod) {
       if (!put(pod)) return false
-      changed()
+      changed(pod.metadata.uid)
       return true
     },
     delete(uid) {
       if (!pods.delete(uid)) return false
-      changed()
+      changed(uid)
       return true
     },
     replaceAll(next) {

@@ -211,6 +211,11 @@ export class DesiredStateOfWorld {
     return [...this.#remountVolumes.keys()]
   }
 
+  /** The pod has a volume whose plugin sets it up again on every sync. */
+  podRequiresRemount(podName: UniquePodName): boolean {
+    return this.#remountVolumes.has(podName)
+  }
+
   /** Sets `reportedInUse` for the named volumes and clears it for every other one. */
   markVolumesReportedInUse(names: Iterable<UniqueVolumeName>): void {
     const reported = new Set(names)

@@ -24,6 +24,11 @@ export class Populator {
   readonly #o: PopulatorOptions
   /** Pod → processed. false: re-add on the next pass (reprocess, or a previous failure). */
   readonly #processed = new Map<UniquePodName, boolean>()
+  /** Pods whose volumes were not all added yet (a claim not bound, an object missing): retried. */
+  readonly #unprocessed = new Set<UniquePodName>()
+  /** Pods changed since the last pass; the next pass looks at these alone unless `#full`. */
+  readonly #dirty = new Set<UniquePodName>()
+  #full = true
   #hasAddedPods = false
   #running: Promise<void> | undefined
   #again = false
@@ -39,16 +44,40 @@ export class Populator {
 
   /** The pod is added again on the next pass (content refresh, or to see a removal quickly). */
   reprocessPod(podName: UniquePodName): void {
-    if (this.#processed.has(podName)) this.#processed.set(podName, false)
+    if (this.#processed.has(podName)) this.#setProcessed(podName, false)
+    this.#dirty.add(podName)
+  }
+
+  /**
+   * A pod changed (its UID), or any pod may have (no UID): the next pass looks at the named pods
+   * only, or at every pod. Beyond the kubelet, whose populator loops over every pod each 100 ms:
+   * a pod's arrival costs the same on a node of ten pods and of a thousand.
+   */
+  podChanged(uid?: UniquePodName): void {
+    if (uid === undefined) this.#full = true
+    else this.#dirty.add(uid)
   }
 
   /** Pods waiting to be (re)added, e.g. because a claim is not bound yet. */
   hasUnprocessedPods(): boolean {
-    for (const pod of this.#o.pods.getPods()) {
-      const uid = pod.metadata.uid
-      if (uid && this.#processed.get(uid) !== true && hasVolumes(pod)) return true
+    for (const uid of this.#unprocessed) {
+      const pod = this.#o.pods.getPodByUID(uid)
+      if (pod && hasVolumes(pod)) return true
+      // Gone, or nothing to add: nothing to retry.
+      this.#unprocessed.delete(uid)
     }
     return false
+  }
+
+  #setProcessed(podName: UniquePodName, processed: boolean): void {
+    this.#processed.set(podName, processed)
+    if (processed) this.#unprocessed.delete(podName)
+    else this.#unprocessed.add(podName)
+  }
+
+  #forget(podName: UniquePodName): void {
+    this.#processed.delete(podName)
+    this.#unprocessed.delete(podName)
   }
 
   /**
@@ -65,9 +94,15 @@ export class Populator {
         this.#again = false
         // Sample readiness before the pass, so at least one full pass runs after every source was ready.
         const ready = this.#o.pods.allReady()
-        await this.#findAndAddNewPods()
-        this.#findAndRemoveDeletedPods()
-        if (ready && !this.#hasAddedPods) {
+        // Until the first full pass after every source was ready, and whenever a source could not
+        // say which pod changed, every pod is looked at; otherwise the changed ones and those to retry.
+        const full = this.#full || !this.#hasAddedPods
+        this.#full = false
+        const only = full ? undefined : new Set([...this.#dirty, ...this.#unprocessed])
+        this.#dirty.clear()
+        await this.#findAndAddNewPods(only)
+        this.#findAndRemoveDeletedPods(only)
+        if (ready && !this.#hasAddedPods && full) {
           this.#hasAddedPods = true
           this.#o.logger.info('Finished populating initial desired state of world')
         }
@@ -79,10 +114,11 @@ export class Populator {
     return this.#running
   }
 
-  async #findAndAddNewPods(): Promise<void> {
+  async #findAndAddNewPods(only: ReadonlySet<UniquePodName> | undefined): Promise<void> {
     const { pods } = this.#o
     const work: Promise<void>[] = []
-    for (const pod of pods.getPods()) {
+    const candidates = only ? [...only].flatMap((uid) => pods.getPodByUID(uid) ?? []) : pods.getPods()
+    for (const pod of candidates) {
       const uid = pod.metadata.uid
       if (!uid || this.#processed.get(uid) === true) continue
       if (this.#hasAddedPods && pods.shouldPodContainersBeTerminating(uid)) continue
@@ -129,12 +165,14 @@ export class Populator {
       }
     }
     if (allAdded) {
-      this.#processed.set(podName, true)
+      this.#setProcessed(podName, true)
       asw.markRemountRequired(podName)
       dsw.popPodErrors(podName)
     } else if (this.#processed.has(podName)) {
       // Reprocessed once already: the error is recorded and waiters see it; do not spin.
-      this.#processed.set(podName, true)
+      this.#setProcessed(podName, true)
+    } else {
+      this.#unprocessed.add(podName)
     }
   }
 
@@ -153,23 +191,23 @@ export class Populator {
     asw.initializeClaimSize(volumeName, storageOf(entry.pvc.status?.capacity))
   }
 
-  #findAndRemoveDeletedPods(): void {
+  #findAndRemoveDeletedPods(only: ReadonlySet<UniquePodName> | undefined): void {
     const { dsw, asw, pods } = this.#o
     // Per pod, not per volume: a pod still running is skipped with one lookup.
-    for (const podName of dsw.getPods()) {
-      const pod = pods.getPodByUID(podName)
+    for (const podName of only ?? dsw.getPods()) {
       if (!pods.shouldPodRuntimeBeRemoved(podName)) continue
+      const pod = pods.getPodByUID(podName)
       for (const vtm of dsw.getVolumesToMountForPod(podName)) {
         // Keep the entry while the actual state has no mount yet and the pod object still exists.
         if (asw.podRemovedFromVolume(podName, vtm.volumeName) && pod) continue
         dsw.deletePodFromVolume(podName, vtm.volumeName)
-        this.#processed.delete(podName)
+        this.#forget(podName)
       }
     }
-    for (const podName of [...this.#processed.keys()]) {
-      if (!pods.getPodByUID(podName) && pods.shouldPodRuntimeBeRemoved(podName)) this.#processed.delete(podName)
+    for (const podName of only ?? [...this.#processed.keys()]) {
+      if (!pods.getPodByUID(podName) && pods.shouldPodRuntimeBeRemoved(podName)) this.#forget(podName)
     }
-    for (const podName of dsw.getPodsWithErrors()) {
+    for (const podName of only ?? dsw.getPodsWithErrors()) {
       if (!pods.getPodByUID(podName)) dsw.popPodErrors(podName)
     }
   }

@@ -27,8 +27,12 @@ export interface PodSource {
   shouldPodRuntimeBeRemoved(uid: string): boolean
   /** Every source has delivered its first full list. */
   allReady(): boolean
-  /** Calls `listener` after any change; returns the unsubscribe function. */
-  subscribe(listener: () => void): () => void
+  /**
+   * Calls `listener` after any change; returns the unsubscribe function. A source that knows which
+   * pod changed passes its UID, so the populator looks at that pod alone; without one it looks at
+   * every pod.
+   */
+  subscribe(listener: (uid?: string) => void): () => void
 }
 
 /**

@@ -6,10 +6,10 @@ import type { CSIDriver, ConfigMap, Node, PersistentVolume, PersistentVolumeClai
 import { NotFoundError } from '../errors.js'
 import type { ObjectReader, PodSource } from '../populator/sources.js'
 
-type Listener = () => void
+type Listener = (uid?: string) => void
 
-function notify(listeners: Set<Listener>): void {
-  for (const listener of listeners) listener()
+function notify(listeners: Set<Listener>, uid?: string): void {
+  for (const listener of listeners) listener(uid)
 }
 
 export interface MemoryPodSource extends PodSource {
@@ -39,9 +39,9 @@ export function createMemoryPodSource(initial: readonly Pod[] = [], options: { r
     pods.set(pod.metadata.uid, pod)
     running.add(pod.metadata.uid)
   }
-  const changed = (): void => {
+  const changed = (uid?: string): void => {
     list = undefined
-    notify(listeners)
+    notify(listeners, uid)
   }
   return {
     getPods: () => (list ??= [...pods.values()]),
@@ -59,20 +59,20 @@ export function createMemoryPodSource(initial: readonly Pod[] = [], options: { r
       pods.set(uid, pod)
       terminating.delete(uid)
       running.add(uid)
-      changed()
+      changed(uid)
     },
     terminatePod(uid) {
       terminating.add(uid)
-      changed()
+      changed(uid)
     },
     markRuntimeRemoved(uid) {
       running.delete(uid)
-      changed()
+      changed(uid)
     },
     deletePod(uid, opts) {
       pods.delete(uid)
       if (!opts?.runtimeRemains) running.delete(uid)
-      changed()
+      changed(uid)
     },
     setReady(value) {
       ready = value
