@@ -62,7 +62,7 @@ function record(driver: MemoryCsiDriver, clock: ReturnType<typeof createFakeCloc
   return { violations, log }
 }
 
-function setup() {
+function setup(volumeMode: 'Filesystem' | 'Block' = 'Filesystem') {
   const clock = createFakeClock()
   const host = createMemoryHost({ clock })
   const driver = createMemoryCsiDriver({ host, name: DRIVER })
@@ -72,7 +72,7 @@ function setup() {
     const plugin = createCsiPlugin({ drivers: registry })
     const h = createHarness({ host, clock, plugins: [...createBuiltinPlugins(), plugin] })
     h.objects.put('CSIDriver', { metadata: { name: DRIVER }, spec: { attachRequired: false } })
-    const { pvc, pv } = buildClaim({ claim: 'data', pv: 'pv-data', accessModes: ['ReadWriteMany'], pvSource: { csi: { driver: DRIVER, volumeHandle: 'h1' } } })
+    const { pvc, pv } = buildClaim({ claim: 'data', pv: 'pv-data', volumeMode, accessModes: ['ReadWriteMany'], pvSource: { csi: { driver: DRIVER, volumeHandle: 'h1' } } })
     h.objects.put('PersistentVolumeClaim', pvc)
     h.objects.put('PersistentVolume', pv)
     await plugin.syncDriverObjects()
@@ -82,14 +82,19 @@ function setup() {
   return { clock, host, driver, recorder, boot }
 }
 
-const pod = (uid: string): Pod => buildPod({ uid, volumes: [{ name: 'data', persistentVolumeClaim: { claimName: 'data' } }] })
+const pod = (uid: string, block = false): Pod =>
+  buildPod({ uid, volumes: [{ name: 'data', persistentVolumeClaim: { claimName: 'data' } }], ...(block ? { devices: ['data'] } : {}) })
 
 describe('CSI rules on the CO', () => {
-  it('three pods of one volume come and go: no overlapping calls of a volume and target, stage first, unstage last', async () => {
-    const s = setup()
+  it.each([
+    { mode: 'Filesystem' as const, mounts: 4, access: 'mount' },
+    // Block: a publish file and a global map bind per pod, no staging mount.
+    { mode: 'Block' as const, mounts: 6, access: 'block' },
+  ])('$mode: three pods of one volume come and go: no overlapping calls of a volume and target, stage first, unstage last', async ({ mode, mounts, access }) => {
+    const s = setup(mode)
     const h = await s.boot()
-    for (const uid of ['a', 'b', 'c']) h.pods.setPod(pod(uid))
-    await h.advanceUntil(() => s.host.mountTargets().length === 4, { maxMs: 10_000 })
+    for (const uid of ['a', 'b', 'c']) h.pods.setPod(pod(uid, mode === 'Block'))
+    await h.advanceUntil(() => s.host.mountTargets().length === mounts, { maxMs: 10_000 })
     for (const uid of ['a', 'b', 'c']) h.pods.deletePod(uid)
     await h.advanceUntil(() => s.host.mountTargets().length === 0, { maxMs: 10_000 })
     await h.stop()
@@ -97,6 +102,9 @@ describe('CSI rules on the CO', () => {
     expect(s.recorder.log[0]).toBe('NodeStageVolume')
     expect(s.recorder.log.at(-1)).toBe('NodeUnstageVolume')
     expect(s.recorder.log.filter((l) => l.startsWith('NodePublishVolume'))).toHaveLength(3)
+    // The access type of every stage and publish is the volume mode's, and only that one.
+    const capabilities = s.driver.calls.filter((c) => c.method === 'NodeStageVolume' || c.method === 'NodePublishVolume').map((c) => c.request.volumeCapability as object)
+    for (const capability of capabilities) expect(Object.keys(capability).filter((k) => k !== 'accessMode')).toEqual([access])
   })
 
   it('re-drives the same publish after an Aborted (uncertain) answer, and after a restart', async () => {

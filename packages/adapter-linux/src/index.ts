@@ -27,5 +27,16 @@ export {
 } from './mountinfo.js'
 export type { LinuxHostOptions } from './options.js'
 export { resolveLinuxHostOptions } from './options.js'
-export { CSI_PLUGIN_TYPE, createGrpcCsiDriver, PROTO_DIR, registerStaticCsiDrivers, startHostpathCsiDriver, startPluginWatcher, toCsiError } from './csi/index.js'
-export type { GrpcCsiDriver, GrpcCsiDriverOptions, HostpathCsiDriverOptions, HostpathCsiDriverServer, PluginWatcher, PluginWatcherOptions, StaticCsiDriver } from './csi/index.js'
+export {
+  CSI_PLUGIN_TYPE,
+  createGrpcCsiDriver,
+  csiProto,
+  PROTO_DIR,
+  registerStaticCsiDrivers,
+  registrationProto,
+  socketPath,
+  startPluginWatcher,
+  toCsiError,
+  unixAddress,
+} from './csi/index.js'
+export type { CsiProto, GrpcCsiDriver, GrpcCsiDriverOptions, PluginWatcher, PluginWatcherOptions, RegistrationProto, StaticCsiDriver } from './csi/index.js'

@@ -1,9 +1,10 @@
 /**
  * The whole volume manager with the CSI plugin on the real kernel, talking gRPC to the hostpath
  * reference driver over a unix socket: a claim's volume staged, published, written through, torn
- * down; and kubevol killed in the middle of NodeStageVolume, then started again.
+ * down; a raw block volume on a loop device mapped into a pod and unmapped; and kubevol killed in
+ * the middle of NodeStageVolume, then started again, for both.
  */
-import { readFileSync } from 'node:fs'
+import { closeSync, openSync, readFileSync, readSync, statSync, writeSync } from 'node:fs'
 import { createCsiDriverRegistry, createCsiPlugin, createVolumeManager, type Pod, sha256Hex } from '@kubevol/core'
 import { buildClaim, buildPod, createMemoryObjectReader, createMemoryPodSource } from '@kubevol/core/testing'
 import { afterEach, expect, it } from 'vitest'
@@ -11,7 +12,8 @@ import { describeAsRoot } from '../../test/as-root.js'
 import { useLinuxHost } from '../../test/harness.js'
 import { parseMountInfo } from '../mountinfo.js'
 import { createGrpcCsiDriver } from './grpc-csi-driver.js'
-import { type HostpathCsiDriverServer, startHostpathCsiDriver } from './hostpath-driver.js'
+// The reference driver (examples/csi-hostpath-driver): a workspace package, not a declared dependency, since it depends on this one.
+import { type HostpathCsiDriverServer, startHostpathCsiDriver } from '@kubevol/example-csi-hostpath-driver'
 
 const DRIVER = 'hostpath.csi.kubevol.io'
 const kernelMounts = (prefix: string) =>
@@ -87,7 +89,8 @@ describeAsRoot('the volume manager with a gRPC CSI driver on the Linux host', ()
     w.pods.deletePod('e2e')
     await k.m.waitForUnmount(w.pod, { timeoutMs: 30_000 })
     await until(() => kernelMounts(w.root).length === 0)
-    expect(await w.host.lstat(`${w.root}/plugins/kubernetes.io/csi/${DRIVER}/${sha256Hex('vol-1')}`)).toBeNull()
+    // The directories go right after the unmount, in the same operation.
+    await until(async () => (await w.host.lstat(`${w.root}/plugins/kubernetes.io/csi/${DRIVER}/${sha256Hex('vol-1')}`)) === null)
     expect(readFileSync(w.p('data/vol-1/db'), 'utf8')).toBe('rows')
     await k.kill()
   })
@@ -145,6 +148,132 @@ describeAsRoot('the volume manager with a gRPC CSI driver on the Linux host', ()
     }
     await until(() => kernelMounts(w.root).length === 0)
     expect(kernelMounts(w.root)).toEqual([])
+    await second.kill()
+  })
+})
+
+describeAsRoot('raw block CSI volumes through gRPC on the Linux host', () => {
+  const h = useLinuxHost()
+  let server: HostpathCsiDriverServer | undefined
+  afterEach(async () => {
+    await server?.stop()
+    server = undefined
+  })
+
+  function world(intercept?: (method: string) => Promise<void> | void) {
+    const { host, p } = h()
+    const root = p('kubevol')
+    const objects = createMemoryObjectReader()
+    objects.put('CSIDriver', { metadata: { name: DRIVER }, spec: { attachRequired: false } })
+    const { pvc, pv } = buildClaim({ claim: 'raw', pv: 'pv-raw', volumeMode: 'Block', pvSource: { csi: { driver: DRIVER, volumeHandle: 'blk-1', volumeAttributes: { size: String(8 << 20) } } } })
+    objects.put('PersistentVolumeClaim', pvc)
+    objects.put('PersistentVolume', pv)
+    const pods = createMemoryPodSource()
+    const pod: Pod = buildPod({ uid: 'e2e', volumes: [{ name: 'raw', persistentVolumeClaim: { claimName: 'raw' } }], devices: ['raw'] })
+    const launch = async () => {
+      await host.mkdir(p('data'), { recursive: true })
+      server = await startHostpathCsiDriver({ host, endpoint: p('csi.sock'), dataDir: p('data'), ...(intercept ? { intercept } : {}) })
+    }
+    const manager = () => {
+      const registry = createCsiDriverRegistry()
+      registry.register({ name: DRIVER, driver: createGrpcCsiDriver({ endpoint: p('csi.sock') }), endpoint: p('csi.sock') })
+      const plugin = createCsiPlugin({ drivers: registry })
+      const m = createVolumeManager({ host, plugins: [plugin], podSource: pods, objects, nodeName: 'node-1', rootDir: root, controllerAttachDetach: false })
+      const stop = new AbortController()
+      const running = m.run(stop.signal)
+      return {
+        m,
+        plugin,
+        async kill() {
+          stop.abort()
+          await running
+          for (const d of registry.list()) registry.unregister(d.name)
+        },
+      }
+    }
+    const devices = `${root}/plugins/kubernetes.io/csi/volumeDevices`
+    const image = p('data/blk-1.img')
+    return {
+      host,
+      root,
+      pods,
+      pod,
+      launch,
+      manager,
+      image,
+      devices,
+      publish: `${devices}/publish/pv-raw/e2e`,
+      link: `${root}/pods/e2e/volumeDevices/kubernetes.io~csi/pv-raw`,
+      mapped: () => [`${devices}/pv-raw/dev/e2e`, `${devices}/publish/pv-raw/e2e`].sort(),
+      loops: async () => (await host.loopDevices?.find(image)) ?? [],
+    }
+  }
+
+  it('stages a loop device, publishes it onto a file, links it into the pod, and unmaps it in reverse', async () => {
+    const w = world()
+    await w.launch()
+    const k = w.manager()
+    await k.plugin.syncDriverObjects()
+    w.pods.setPod(w.pod)
+    await k.m.waitForAttachAndMount(w.pod, { timeoutMs: 30_000 })
+    expect(kernelMounts(w.root)).toEqual(w.mapped())
+    const [loop] = await w.loops()
+    expect(loop).toMatch(/^\/dev\/loop\d+$/)
+    expect(await w.host.readlink(w.link)).toBe(w.publish)
+    // What the pod sees through its link is the device itself: a write lands in the image.
+    expect(statSync(w.link).isBlockDevice()).toBe(true)
+    expect(statSync(w.image).size).toBe(8 << 20)
+    const fd = openSync(w.link, 'r+')
+    writeSync(fd, Buffer.from('raw bytes'), 0, 9, 4096)
+    closeSync(fd)
+    w.pods.deletePod('e2e')
+    await k.m.waitForUnmount(w.pod, { timeoutMs: 30_000 })
+    await until(async () => kernelMounts(w.root).length === 0 && (await w.loops()).length === 0)
+    await until(async () => (await w.host.lstat(`${w.devices}/pv-raw`)) === null)
+    expect(await w.host.lstat(`${w.devices}/staging/pv-raw`)).toBeNull()
+    expect(await w.host.lstat(w.link)).toBeNull()
+    const check = Buffer.alloc(9)
+    const image = openSync(w.image, 'r')
+    readSync(image, check, 0, 9, 4096)
+    closeSync(image)
+    expect(check.toString()).toBe('raw bytes')
+    await k.kill()
+  })
+
+  it.each([
+    { name: 'the pod is still there: staging is re-driven (idempotent), then published and mapped', podStays: true },
+    { name: 'the pod went away meanwhile: the loop device is unstaged', podStays: false },
+  ])('killed in the middle of NodeStageVolume and restarted; $name', async ({ podStays }) => {
+    let hang = true
+    let staging = false
+    const w = world(async (method) => {
+      if (method !== 'NodeStageVolume' || !hang) return
+      staging = true
+      await new Promise((r) => setTimeout(r, 3_000))
+    })
+    await w.launch()
+    const first = w.manager()
+    await first.plugin.syncDriverObjects()
+    w.pods.setPod(w.pod)
+    await until(() => staging)
+    await first.kill()
+    hang = false
+    // The driver attached the loop device after kubevol died: nobody recorded it.
+    await until(async () => (await w.loops()).length === 1, 10_000)
+    if (!podStays) w.pods.deletePod('e2e')
+
+    const second = w.manager()
+    await second.plugin.syncDriverObjects()
+    if (podStays) {
+      await second.m.waitForAttachAndMount(w.pod, { timeoutMs: 30_000 })
+      expect(kernelMounts(w.root)).toEqual(w.mapped())
+      expect(await w.loops()).toHaveLength(1)
+      w.pods.deletePod('e2e')
+      await second.m.waitForUnmount(w.pod, { timeoutMs: 30_000 })
+    }
+    await until(async () => kernelMounts(w.root).length === 0 && (await w.loops()).length === 0)
+    await until(async () => (await w.host.lstat(`${w.devices}/pv-raw`)) === null)
+    expect(await w.host.lstat(`${w.devices}/staging/pv-raw`)).toBeNull()
     await second.kill()
   })
 })

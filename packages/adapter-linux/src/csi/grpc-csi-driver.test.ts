@@ -1,15 +1,17 @@
 /**
  * The gRPC CsiDriver against the hostpath reference driver over a real unix socket, with real bind
- * mounts (root, private mount namespace): every call, the gRPC codes as core's CsiError, deadlines.
+ * mounts and loop devices (root, private mount namespace): every call for file system and raw block
+ * volumes, the gRPC codes as core's CsiError, deadlines.
  */
-import { readFileSync, writeFileSync } from 'node:fs'
+import { readFileSync, statSync, writeFileSync } from 'node:fs'
 import { CsiError, type CsiVolumeCapability, isFinalCsiError } from '@kubevol/core'
 import { afterEach, expect, it } from 'vitest'
 import { describeAsRoot } from '../../test/as-root.js'
 import { useLinuxHost } from '../../test/harness.js'
 import { parseMountInfo } from '../mountinfo.js'
 import { createGrpcCsiDriver, type GrpcCsiDriver } from './grpc-csi-driver.js'
-import { type HostpathCsiDriverOptions, type HostpathCsiDriverServer, startHostpathCsiDriver } from './hostpath-driver.js'
+// The reference driver (examples/csi-hostpath-driver): a workspace package, not a declared dependency, since it depends on this one.
+import { type HostpathCsiDriverOptions, type HostpathCsiDriverServer, startHostpathCsiDriver } from '@kubevol/example-csi-hostpath-driver'
 
 const o = { timeoutMs: 10_000 }
 const capability: CsiVolumeCapability = { mount: { fsType: '', mountFlags: [] }, accessMode: 'SINGLE_NODE_WRITER' }
@@ -70,6 +72,38 @@ describeAsRoot('gRPC CSI client and the hostpath reference driver', () => {
     await client.nodeUnstageVolume({ volumeId: 'v1', stagingTargetPath: staging }, o)
     expect(kernelMounts(root)).toEqual([])
     expect(await host.lstat(target)).toBeNull()
+  })
+
+  it('raw block: stage attaches a loop device, publish binds it onto a file, expand grows it, unstage detaches; every call is idempotent', async () => {
+    const { client, host, p, root } = await start()
+    const staging = p('staging')
+    const target = p('publish/pod-1')
+    await host.mkdir(staging)
+    const block: CsiVolumeCapability = { block: {}, accessMode: 'SINGLE_NODE_WRITER' }
+    const stage = { volumeId: 'b1', publishContext: {}, stagingTargetPath: staging, volumeCapability: block, secrets: {}, volumeContext: { size: String(4 << 20) } }
+    const publish = { ...stage, targetPath: target, readonly: false }
+    // Publishing first is refused: the device does not exist yet.
+    expect(((await client.nodePublishVolume(publish, o).catch((e: unknown) => e)) as CsiError).grpcCode).toBe(9)
+    await client.nodeStageVolume(stage, o)
+    await client.nodeStageVolume(stage, o)
+    const loops = async () => (await host.loopDevices?.find(p('data/b1.img'))) ?? []
+    expect(await loops()).toHaveLength(1)
+    await client.nodePublishVolume(publish, o)
+    await client.nodePublishVolume(publish, o)
+    expect(kernelMounts(root)).toEqual([target])
+    expect(statSync(target).isBlockDevice()).toBe(true)
+    const stats = await client.nodeGetVolumeStats({ volumeId: 'b1', volumePath: target, stagingTargetPath: staging }, o)
+    expect(stats.capacityBytes).toBe(4 << 20)
+    expect(await client.nodeExpandVolume({ volumeId: 'b1', volumePath: target, requiredBytes: 8 << 20, stagingTargetPath: staging, volumeCapability: block, secrets: {} }, o)).toBe(8 << 20)
+    expect(await host.blockDevices?.size((await loops())[0] as string)).toBe(8 << 20)
+    await client.nodeUnpublishVolume({ volumeId: 'b1', targetPath: target }, o)
+    await client.nodeUnpublishVolume({ volumeId: 'b1', targetPath: target }, o)
+    expect(await host.lstat(target)).toBeNull()
+    await client.nodeUnstageVolume({ volumeId: 'b1', stagingTargetPath: staging }, o)
+    await client.nodeUnstageVolume({ volumeId: 'b1', stagingTargetPath: staging }, o)
+    expect(await loops()).toEqual([])
+    expect(kernelMounts(root)).toEqual([])
+    expect(statSync(p('data/b1.img')).size).toBe(8 << 20)
   })
 
   it.each([

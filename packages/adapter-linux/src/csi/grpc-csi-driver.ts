@@ -118,11 +118,11 @@ export function createGrpcCsiDriver(options: GrpcCsiDriverOptions): GrpcCsiDrive
   }
 }
 
+/** The wire form: exactly one access type (the `access_type` oneof), block or mount. */
 function capability(c: CsiVolumeCapability): object {
-  return {
-    mount: { fsType: c.mount.fsType, mountFlags: [...c.mount.mountFlags], volumeMountGroup: c.mount.volumeMountGroup ?? '' },
-    accessMode: { mode: c.accessMode satisfies CsiAccessMode },
-  }
+  const accessMode = { mode: c.accessMode satisfies CsiAccessMode }
+  if (c.block) return { block: {}, accessMode }
+  return { mount: { fsType: c.mount.fsType, mountFlags: [...c.mount.mountFlags], volumeMountGroup: c.mount.volumeMountGroup ?? '' }, accessMode }
 }
 
 function statsOf(

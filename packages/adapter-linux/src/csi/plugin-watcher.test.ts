@@ -11,7 +11,8 @@ import { createCsiDriverRegistry } from '@kubevol/core'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { createLinuxHost } from '../create-linux-host.js'
 import { registerStaticCsiDrivers } from './static-drivers.js'
-import { type HostpathCsiDriverServer, startHostpathCsiDriver } from './hostpath-driver.js'
+// The reference driver (examples/csi-hostpath-driver): a workspace package, not a declared dependency, since it depends on this one.
+import { type HostpathCsiDriverServer, startHostpathCsiDriver } from '@kubevol/example-csi-hostpath-driver'
 import { type PluginWatcher, startPluginWatcher } from './plugin-watcher.js'
 import { registrationProto } from './proto.js'
 

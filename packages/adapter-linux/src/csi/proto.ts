@@ -13,11 +13,13 @@ export const PROTO_DIR = fileURLToPath(new URL('../../proto/', import.meta.url))
 
 type ServiceCtor = grpc.ServiceClientConstructor
 
+/** The csi.v1 services: client constructors, and `.service` definitions for a `grpc.Server`. */
 export interface CsiProto {
   readonly Identity: ServiceCtor
   readonly Node: ServiceCtor
 }
 
+/** The kubelet's plugin-registration service (`pluginregistration.Registration`). */
 export interface RegistrationProto {
   readonly Registration: ServiceCtor
 }

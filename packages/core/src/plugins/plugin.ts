@@ -106,6 +106,12 @@ export interface BlockVolumeUnmapper {
 export interface BlockCapability {
   newBlockVolumeMapper(spec: VolumeSpec, pod: Pod): BlockVolumeMapper
   newBlockVolumeUnmapper(innerName: string, podUID: string): BlockVolumeUnmapper
+  /**
+   * Rebuilds the spec of a block volume found on disk after a restart (kubelet
+   * `ConstructBlockVolumeSpec`); `mapPath` is the pod's device link. Without it, block volumes are
+   * reconstructed from the journal only.
+   */
+  constructBlockVolumeSpec?(innerName: string, mapPath: string): Promise<VolumeSpec>
 }
 
 /** kubelet `NodeResizeOptions`. Sizes in bytes. */

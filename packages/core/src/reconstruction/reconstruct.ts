@@ -6,6 +6,7 @@
  * mounts again what pods still want (set-up is idempotent) and tears down the rest.
  */
 import { type UniqueVolumeName, uniqueVolumeNameForPod, uniqueVolumeNameFromDevice } from '../api/names.js'
+import type { VolumeSpec } from '../api/volume-spec.js'
 import type { ActualStateOfWorld } from '../cache/actual-state.js'
 import { errorMessage } from '../errors.js'
 import type { Host } from '../host/host.js'
@@ -86,13 +87,19 @@ async function reconstructOne(ctx: ReconstructionContext, v: PodVolumeOnDisk): P
   const { asw, plugins, host } = ctx
   const plugin = plugins.findPluginByName(v.pluginName)
   const describe = `(spec.Name: "${v.volumeSpecName}") pod "${v.podName}" (UID: "${v.podName}")`
-  if (v.volumeMode === 'Block') throw new Error(`could not find block volume plugin "${v.pluginName}" ${describe}: block volumes are reconstructed from the journal only`)
-  if (!plugin.constructVolumeSpec) throw new Error(`failed to reconstruct volume for plugin "${v.pluginName}" ${describe}: got nil`)
-  const spec = await plugin.constructVolumeSpec(v.volumeSpecName, v.volumePath)
+  const block = v.volumeMode === 'Block' ? plugin.block : undefined
+  if (v.volumeMode === 'Block' && !block?.constructBlockVolumeSpec) {
+    throw new Error(`could not find block volume plugin "${v.pluginName}" ${describe}: block volumes are reconstructed from the journal only`)
+  }
+  let spec: VolumeSpec
+  if (block?.constructBlockVolumeSpec) spec = await block.constructBlockVolumeSpec(v.volumeSpecName, v.volumePath)
+  else if (plugin.constructVolumeSpec) spec = await plugin.constructVolumeSpec(v.volumeSpecName, v.volumePath)
+  else throw new Error(`failed to reconstruct volume for plugin "${v.pluginName}" ${describe}: got nil`)
   const attachable = plugin.attach?.canAttach(spec) ?? false
   const deviceMountable = plugin.deviceMount?.canDeviceMount(spec) ?? false
-  // Only a volume with a device is known to be a mount; others may be plain directories.
-  if (attachable && !(await host.isMountPoint(v.volumePath).catch(() => false))) throw new Error(`volume: "${v.volumePath}" is not mounted`)
+  // Only a volume with a device is known to be a mount; others may be plain directories. A block
+  // volume exists when its link does (the scan found it).
+  if (!block && attachable && !(await host.isMountPoint(v.volumePath).catch(() => false))) throw new Error(`volume: "${v.volumePath}" is not mounted`)
   const volumeName =
     attachable || deviceMountable
       ? uniqueVolumeNameFromDevice(plugin.name, plugin.getVolumeName(spec))
@@ -106,7 +113,9 @@ async function reconstructOne(ctx: ReconstructionContext, v: PodVolumeOnDisk): P
     volumeGidValue: '',
     spec,
   })
-  if (deviceMountable && plugin.deviceMount) {
+  if (block) {
+    if (attachable || deviceMountable) asw.checkAndMarkDeviceUncertainViaReconstruction(volumeName, block.newBlockVolumeUnmapper(spec.name, v.podName).getGlobalMapPath(spec))
+  } else if (deviceMountable && plugin.deviceMount) {
     asw.checkAndMarkDeviceUncertainViaReconstruction(volumeName, plugin.deviceMount.getDeviceMountPath(spec))
   }
   return volumeName

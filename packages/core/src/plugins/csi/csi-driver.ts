@@ -24,11 +24,21 @@ export type CsiAccessMode =
   | 'SINGLE_NODE_SINGLE_WRITER'
   | 'SINGLE_NODE_MULTI_WRITER'
 
-/** `VolumeCapability`: a file system mount (kubevol does not publish raw block volumes through CSI yet). */
-export interface CsiVolumeCapability {
-  readonly mount: { readonly fsType: string; readonly mountFlags: readonly string[]; readonly volumeMountGroup?: string }
-  readonly accessMode: CsiAccessMode
+/** `VolumeCapability.MountVolume`: the volume is published as a mounted file system. */
+export interface CsiMountAccess {
+  readonly fsType: string
+  readonly mountFlags: readonly string[]
+  readonly volumeMountGroup?: string
 }
+
+/**
+ * `VolumeCapability`: the access type (exactly one of `mount` and `block`) and the access mode.
+ * `block` (`BlockVolume`, no fields) asks for a raw block device: NodeStage gets a staging
+ * directory, NodePublish a target path that must become the device (a file the driver binds it onto).
+ */
+export type CsiVolumeCapability =
+  | { readonly mount: CsiMountAccess; readonly block?: undefined; readonly accessMode: CsiAccessMode }
+  | { readonly block: Readonly<Record<string, never>>; readonly mount?: undefined; readonly accessMode: CsiAccessMode }
 
 export interface NodeStageVolumeRequest {
   readonly volumeId: string

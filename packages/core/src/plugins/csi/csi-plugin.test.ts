@@ -26,8 +26,16 @@ describe('the CSI plugin beside the built-in plugins', () => {
     expect(manager.findPluginBySpec(spec).name).toBe(plugin)
   })
 
-  it('does not claim raw block CSI volumes (not supported yet)', () => {
-    expect(() => manager.findPluginBySpec(pvSpec('d.example.com', 'Block'))).toThrow('no volume plugin matched')
+  it('claims raw block CSI volumes, with the kubelet\'s volumeDevices paths', () => {
+    const block = pvSpec('d.example.com', 'Block')
+    const csi = manager.findPluginBySpec(block)
+    expect(csi.name).toBe('kubernetes.io/csi')
+    expect(csi.deviceMount?.canDeviceMount(block)).toBe(true)
+    expect(csi.deviceMount?.getDeviceMountPath(block)).toBe('/var/lib/kubevol/plugins/kubernetes.io/csi/volumeDevices/staging/pv-1')
+    const mapper = csi.block?.newBlockVolumeMapper(block, { metadata: { uid: 'u1' } })
+    expect(mapper?.getGlobalMapPath(block)).toBe('/var/lib/kubevol/plugins/kubernetes.io/csi/volumeDevices/pv-1/dev')
+    expect(mapper?.getPodDeviceMapPath()).toEqual({ dir: '/var/lib/kubevol/pods/u1/volumeDevices/kubernetes.io~csi', linkName: 'pv-1' })
+    expect(() => csi.block?.newBlockVolumeMapper(inlineSpec, { metadata: { uid: 'u1' } })).toThrow('is not a CSI persistent volume')
   })
 
   it('names volumes and paths as the kubelet does', () => {

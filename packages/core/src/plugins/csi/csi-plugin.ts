@@ -2,10 +2,11 @@
  * The CSI volume plugin (`kubernetes.io/csi`, node side, SPEC §7.7): PVs with `spec.csi` and inline
  * `csi:` ephemeral volumes, served by the drivers registered in a {@link CsiDriverRegistry}.
  * The reserved driver `filedisk.kubevol.io` belongs to the built-in fileDisk plugin and is never
- * claimed here. Raw block CSI volumes are not supported yet.
+ * claimed here. Raw block volumes (`volumeMode: Block`) are staged and published with the `block`
+ * access type (see block.ts).
  */
 import type { VolumeAttachment } from '../../api/kubernetes.js'
-import type { VolumeSpec } from '../../api/volume-spec.js'
+import { type VolumeSpec, isBlockSpec } from '../../api/volume-spec.js'
 import { ConfigError, errorMessage } from '../../errors.js'
 import type { FsStats } from '../../host/host.js'
 import { basename, dirname } from '../../paths.js'
@@ -13,6 +14,7 @@ import { FILE_DISK_DRIVER } from '../file-disk.js'
 import type { VolumePlugin, VolumePluginContext } from '../plugin.js'
 import { mountReferences } from '../util/cleanup-mount-point.js'
 import { waitForVolumeAttachment } from './attachment.js'
+import { blockPaths, blockPublishPath, createCsiBlock } from './block.js'
 import { classifyCsiError, hasGrpcCode } from './csi-error.js'
 import { CSI_DEFAULT_TIMEOUT_MS } from './deadline.js'
 import type { CsiDriverRegistry } from './driver-registry.js'
@@ -76,8 +78,10 @@ export function createCsiPlugin(options: CsiPluginOptions): CsiVolumePlugin {
     if (object === undefined) prefetch([source.driver])
     return object?.spec?.attachRequired !== false
   }
-  const isPersistentFs = (spec: VolumeSpec): boolean =>
-    claimed(spec) !== undefined && !!spec.persistentVolume && spec.persistentVolume.spec?.volumeMode !== 'Block'
+  // Every CSI PV has a device step, block ones too (kubelet: CanDeviceMount is true for non-inline
+  // volumes), so all pods of one volume share one unique name and one NodeStage.
+  const isPersistent = (spec: VolumeSpec): boolean => claimed(spec) !== undefined && !!spec.persistentVolume
+  const block = createCsiBlock(rt)
 
   return {
     name: CSI_PLUGIN_NAME,
@@ -91,7 +95,7 @@ export function createCsiPlugin(options: CsiPluginOptions): CsiVolumePlugin {
       prefetch(options.drivers.list().map((d) => d.name))
       await pending
     },
-    canSupport: (spec) => claimed(spec) !== undefined && spec.persistentVolume?.spec?.volumeMode !== 'Block',
+    canSupport: (spec) => claimed(spec) !== undefined,
     getVolumeName(spec) {
       const source = csiSourceOf(spec)
       if (!source) throw new Error(`volume ${spec.name} is not a CSI volume`)
@@ -108,8 +112,19 @@ export function createCsiPlugin(options: CsiPluginOptions): CsiVolumePlugin {
     },
     newMounter(spec, pod) {
       if (!claimed(spec)) throw new Error(`volume ${spec.name} is not a CSI volume`)
-      const { target } = publishPaths(rt, pod.metadata.uid ?? '', spec.name)
       const source = csiSourceOf(spec)
+      if (isBlockSpec(spec)) {
+        // A raw block volume is mapped, never mounted; its path is the published device (expansion's
+        // and NodeGetVolumeStats' volume path).
+        const device = blockPublishPath(rt, spec.name, pod.metadata.uid ?? '')
+        return {
+          getPath: () => device,
+          setUp: () => Promise.reject(new Error(`volume ${spec.name} is a raw block volume: it is mapped, not mounted`)),
+          getAttributes: () => ({ readOnly: source?.readOnly ?? false, managed: false, seLinuxRelabel: false }),
+          getMetrics: () => volumeStats(rt, device, blockPaths(rt, spec.name).staging, blockPaths(rt, spec.name).dataDir),
+        }
+      }
+      const { target } = publishPaths(rt, pod.metadata.uid ?? '', spec.name)
       return {
         getPath: () => target,
         setUp: (args) => publishVolume(rt, spec, pod, args),
@@ -155,16 +170,18 @@ export function createCsiPlugin(options: CsiPluginOptions): CsiVolumePlugin {
       },
     },
     deviceMount: {
-      canDeviceMount: isPersistentFs,
+      canDeviceMount: isPersistent,
       getDeviceMountPath(spec) {
         const source = csiSourceOf(spec)
         if (!source || source.ephemeral) throw new Error(`volume ${spec.name} is not a CSI persistent volume`)
+        if (isBlockSpec(spec)) return blockPaths(rt, spec.name).staging
         return stagingPath(rt, source.driver, source.volumeHandle)
       },
       mountDevice: (spec, _devicePath, deviceMountPath, args) => stageVolume(rt, spec, deviceMountPath, args),
       unmountDevice: (deviceMountPath) => unstageVolume(rt, deviceMountPath),
       getDeviceMountRefs: (deviceMountPath) => mountReferences(ctx().host, deviceMountPath),
     },
+    block,
     nodeExpand: {
       requiresFSResize: () => true,
       async nodeExpand(o) {
@@ -183,7 +200,9 @@ export function createCsiPlugin(options: CsiPluginOptions): CsiVolumePlugin {
                 volumePath: o.deviceMountPath,
                 stagingTargetPath: capabilities.includes('STAGE_UNSTAGE_VOLUME') ? o.deviceStagePath : '',
                 requiredBytes: o.newSize,
-                volumeCapability: { mount: { fsType: source.fsType, mountFlags: [] }, accessMode: accessModeOf(o.spec, capabilities) },
+                volumeCapability: isBlockSpec(o.spec)
+                  ? { block: {}, accessMode: accessModeOf(o.spec, capabilities) }
+                  : { mount: { fsType: source.fsType, mountFlags: [] }, accessMode: accessModeOf(o.spec, capabilities) },
                 secrets,
               },
               co,
@@ -199,9 +218,12 @@ export function createCsiPlugin(options: CsiPluginOptions): CsiVolumePlugin {
   }
 }
 
-/** NodeGetVolumeStats when the driver has GET_VOLUME_STATS ("metrics are not supported" otherwise). */
-async function volumeStats(rt: CsiRuntime, target: string, staging: string): Promise<FsStats> {
-  const data = await loadVolData(rt.context().host, dirname(target))
+/**
+ * NodeGetVolumeStats when the driver has GET_VOLUME_STATS ("metrics are not supported" otherwise);
+ * driver and handle from the vol_data.json in `dataDir` (beside the target for file systems).
+ */
+async function volumeStats(rt: CsiRuntime, target: string, staging: string, dataDir = dirname(target)): Promise<FsStats> {
+  const data = await loadVolData(rt.context().host, dataDir)
   if (!data) throw new Error(`no CSI volume at ${target}`)
   const driver = driverOf(rt, data.driverName)
   const capabilities = await capabilitiesOf(rt, data.driverName)
