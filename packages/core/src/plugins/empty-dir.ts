@@ -5,6 +5,7 @@
 import type { Pod } from '../api/kubernetes.js'
 import { parseQuantity } from '../api/quantity.js'
 import type { VolumeSpec } from '../api/volume-spec.js'
+import { isHostError } from '../errors.js'
 import type { FsStats, Host } from '../host/host.js'
 import { joinPath } from '../paths.js'
 import type { Mounter, MounterArgs, VolumePlugin, VolumePluginContext } from './plugin.js'
@@ -150,7 +151,13 @@ export function createEmptyDirPlugin(options: EmptyDirPluginOptions = {}): Volum
         getPath: () => dir,
         async tearDown() {
           const { host } = context
-          await host.removeAll(pluginDir(podUID, innerName))
+          const plugin = pluginDir(podUID, innerName)
+          // The ready marker first (a crash from here on sets the volume up again), then what is
+          // left of its directory: usually nothing, which a host removes in one call.
+          await host.remove(joinPath(plugin, 'ready')).catch((err: unknown) => {
+            if (!isHostError(err, 'ENOENT')) throw err
+          })
+          await host.removeAll(plugin)
           await tearDownEmptyDirAt(host, dir)
         },
       }
