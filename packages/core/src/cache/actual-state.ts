@@ -219,6 +219,14 @@ export class ActualStateOfWorld {
     return true
   }
 
+  /**
+   * Records that reconstruction found the volume's device (the journal knows device mounts no pod
+   * directory shows): while it is uncertain, a final MountDevice error does not mark it unmounted.
+   */
+  markDeviceFoundDuringReconstruction(volumeName: UniqueVolumeName): void {
+    if (!this.#foundDuringReconstruction.has(volumeName)) this.#foundDuringReconstruction.set(volumeName, new Set())
+  }
+
   /** Device NotMounted → Uncertain. */
   checkAndMarkDeviceUncertainViaReconstruction(volumeName: UniqueVolumeName, deviceMountPath: string): boolean {
     const volume = this.#volumes.get(volumeName)

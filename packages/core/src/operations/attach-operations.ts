@@ -5,7 +5,7 @@
 import type { Node } from '../api/kubernetes.js'
 import { storageOf } from '../api/quantity.js'
 import type { AttachedVolume } from '../cache/actual-state.js'
-import { errorMessage } from '../errors.js'
+import { errorMessage, failureKind } from '../errors.js'
 import type { VolumePlugin } from '../plugins/plugin.js'
 import { type OperationContext, emitEvent, simpleMessage, stepFailed, subjectOf } from './context.js'
 import type { GeneratedOperation, MountRequestVolume } from './mount-operations.js'
@@ -91,6 +91,10 @@ export function generateAttachVolume(ctx: OperationContext, vtm: MountRequestVol
       try {
         devicePath = await attach.attach(vtm.spec, ctx.nodeName)
       } catch (err) {
+        // A timeout may have attached it: hold it as attached with no device path, as a restart
+        // would from the journal, so that it is detached once no pod wants it (detach is idempotent)
+        // and waitForAttach makes sure of it while a pod does.
+        if (failureKind(err) === 'uncertain' && !ctx.asw.volumeExists(vtm.volumeName)) ctx.asw.markVolumeAsAttached(vtm.volumeName, vtm.spec, '')
         const failure = stepFailed('AttachVolume.Attach failed', subject, err)
         emitEvent(ctx, vtm.pod, 'Warning', 'FailedAttachVolume', failure.eventMessage)
         throw failure

@@ -10,7 +10,7 @@ import { storageOf } from '../api/quantity.js'
 import { accessModesOf, mountOptionsOf } from '../api/volume-spec.js'
 import type { AttachedVolume, MountedVolume } from '../cache/actual-state.js'
 import type { VolumeToMount } from '../cache/desired-state.js'
-import { OperationError, errorMessage, failureKind, isHostError } from '../errors.js'
+import { type FailureKind, OperationError, errorMessage, failureKind, isHostError } from '../errors.js'
 import { joinPath } from '../paths.js'
 import type { VolumePlugin } from '../plugins/plugin.js'
 import {
@@ -98,7 +98,7 @@ export function generateMountVolume(ctx: OperationContext, vtm: MountRequestVolu
           try {
             await deviceMount.mountDevice(spec, devicePath, deviceMountPath, { fsGroup, seLinuxLabel: vtm.seLinuxLabel })
           } catch (err) {
-            markDeviceErrorState(ctx, vtm, failureKind(err), devicePath, deviceMountPath)
+            markDeviceErrorState(ctx, vtm, await failureKindAt(ctx, deviceMountPath, err), devicePath, deviceMountPath)
             throw stepFailed('MountVolume.MountDevice failed', subject, err)
           }
           ctx.logger.info(detailedMessage('MountVolume.MountDevice succeeded', subject, `device mount path "${deviceMountPath}"`))
@@ -115,7 +115,7 @@ export function generateMountVolume(ctx: OperationContext, vtm: MountRequestVolu
           seLinuxLabel: vtm.seLinuxLabel,
         })
       } catch (err) {
-        markVolumeErrorState(ctx, vtm, failureKind(err))
+        markVolumeErrorState(ctx, vtm, await failureKindAt(ctx, mounter.getPath(), err))
         throw stepFailed('MountVolume.SetUp failed', subject, err)
       }
       const log = isRemount ? ctx.logger.debug : ctx.logger.info
@@ -339,3 +339,14 @@ export function generateUnmountDevice(ctx: OperationContext, av: AttachedVolume)
   }
 }
 
+/**
+ * The kind of a mount step's failure as the actual state should record it. A final error does not
+ * prove that nothing is mounted: an earlier attempt that ended uncertain, or a step of this one
+ * before it failed, may have left `path` mounted. A mount point stays possibly mounted (uncertain),
+ * so that it is torn down once no pod wants it instead of leaking.
+ */
+async function failureKindAt(ctx: OperationContext, path: string, err: unknown): Promise<FailureKind> {
+  const kind = failureKind(err)
+  if (kind !== 'final' || !path) return kind
+  return (await ctx.host.isMountPoint(path).catch(() => true)) ? 'uncertain' : 'final'
+}

@@ -5,6 +5,7 @@
 import type { Pod } from '../api/kubernetes.js'
 import { type UniquePodName, getPodVolumeNames, } from '../api/names.js'
 import { storageOf } from '../api/quantity.js'
+import { validatePodVolumes } from '../api/volume-validation.js'
 import type { ActualStateOfWorld } from '../cache/actual-state.js'
 import type { DesiredStateOfWorld } from '../cache/desired-state.js'
 import { errorMessage } from '../errors.js'
@@ -131,6 +132,15 @@ export class Populator {
 
   async #processPodVolumes(pod: Pod, podName: UniquePodName): Promise<void> {
     const { dsw, asw, objects, logger } = this.#o
+    // A pod from a manifest directory never met an API server: refuse what it would have refused
+    // (a volume name becomes a directory name), on this pod alone.
+    const invalid = validatePodVolumes(pod.spec?.volumes)
+    if (invalid.length > 0) {
+      logger.error('Invalid pod volumes', { pod: podName, err: invalid.join('; ') })
+      for (const message of invalid) dsw.addErrorToPod(podName, message)
+      this.#setProcessed(podName, this.#processed.has(podName))
+      return
+    }
     const { mounts, devices, seLinuxOptions } = getPodVolumeNames(pod)
     let allAdded = true
     const used = (pod.spec?.volumes ?? []).filter((v) => mounts.has(v.name) || devices.has(v.name))

@@ -44,7 +44,10 @@ export async function reconstructVolumes(ctx: ReconstructionContext): Promise<Re
     try {
       asw.addAttachUncertainReconstructedVolume(v.volume, v.spec, v.attached?.devicePath ?? v.device?.devicePath ?? '')
       if (v.attached) asw.updateReconstructedVolumeAttachability(v.volume, true)
-      if (v.device) asw.markDeviceAsUncertain(v.volume, v.device.devicePath, v.device.path)
+      if (v.device) {
+        asw.markDeviceAsUncertain(v.volume, v.device.devicePath, v.device.path)
+        asw.markDeviceFoundDuringReconstruction(v.volume)
+      }
       for (const [podName, p] of v.pods) {
         asw.checkAndMarkVolumeAsUncertainViaReconstruction({
           podName,

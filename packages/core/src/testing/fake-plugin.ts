@@ -160,12 +160,17 @@ export function createFakePlugin(options: FakePluginOptions = {}): FakePlugin {
               })
               return device
             },
+            // As a local attacher does (fileDisk): no device path means the attach was reconstructed
+            // after a crash, maybe before it happened, so waiting for it is attaching again (idempotent).
             waitForAttach: async (spec: VolumeSpec, devicePath: string) => {
               const volume = volumeNameOf(spec)
+              let device = devicePath
               await step({ step: 'waitForAttach', volume }, async () => {
-                if (!devicePath) throw new Error(`volume ${volume} has no device path`)
+                if (device) return
+                device = `/dev/fake/${volume}`
+                attached.set(volume, device)
               })
-              return devicePath
+              return device
             },
             detach: (volume: string) =>
               step({ step: 'detach', volume }, async () => {
