@@ -8,6 +8,7 @@ import type { KubeConfig } from '@kubernetes/client-node'
 import { createMemoryHost } from '@kubevol/adapter-mock'
 import {
   type Clock,
+  type CsiDriverRegistry,
   type Host,
   type ObjectReader,
   type Pod,
@@ -25,6 +26,7 @@ import {
 } from '@kubevol/core'
 import { resolveAgentConfig } from './config/load-config.js'
 import type { AgentConfigInput, ResolvedAgentConfig } from './config/options.js'
+import { type AgentCsi, startCsi } from './csi-drivers.js'
 import { type EventStore, createEventStore } from './events/event-store.js'
 import { type HealthCheck, type StatusServer, startStatusServer } from './http/status-server.js'
 import { createApiObjectReader } from './kube/api-object-reader.js'
@@ -38,6 +40,7 @@ import { AgentMetrics } from './metrics/agent-metrics.js'
 import { type PodWorkers, createPodWorkers } from './pods/pod-workers.js'
 import { type ManifestSource, createManifestSource } from './sources/manifest-source.js'
 import { createOperationTracker } from './status/operation-tracker.js'
+import { createStuckOperationWatch, describeStuck } from './status/stuck-operations.js'
 import { type StateViewSources, backoffsOf, podView, stateView } from './status/state-view.js'
 import { AGENT_VERSION } from './version.js'
 
@@ -51,7 +54,7 @@ export interface AgentDependencies {
   readonly clock?: Clock
   /** Log options (destination, silence); format and verbosity come from the config. */
   readonly log?: Omit<AgentLoggerOptions, 'format' | 'verbosity'>
-  /** @default createBuiltinPlugins() */
+  /** @default createBuiltinPlugins(); the agent's CSI plugin (serving `csiDrivers`) is added unless one is given */
   readonly plugins?: readonly VolumePlugin[]
   /** Extra volume manager options (backoff, resync period, ...). */
   readonly manager?: Partial<Omit<VolumeManagerOptions, 'host' | 'plugins' | 'podSource' | 'objects' | 'nodeName'>>
@@ -73,6 +76,11 @@ export interface Agent {
   readonly events: EventStore
   readonly metrics: AgentMetrics
   readonly logger: AgentLogger
+  /**
+   * The node's CSI drivers: the configured ones, the ones registered through
+   * `<rootDir>/plugins_registry`, and any an embedder registers here.
+   */
+  readonly csiDrivers: CsiDriverRegistry
   /** The /readyz checks. */
   readiness(): Promise<readonly HealthCheck[]>
   /** The /v1/state answer. */
@@ -173,10 +181,15 @@ async function start(
     sourceChecks.push(() => ({ name: 'api-watch', ok: podSource.informer.synced(), message: podSource.informer.synced() ? undefined : 'no pod list has arrived yet' }))
   }
 
+  // ---- CSI drivers: before the manager, whose CSI plugin serves from their registry ----
+  const csi: AgentCsi = await startCsi({ config, logger, ...(clients ? { clients } : {}) })
+  cleanups.push(() => csi.stop())
+  const plugins = deps.plugins ?? createBuiltinPlugins()
+
   // ---- the manager ----
   const manager = createVolumeManager({
     host,
-    plugins: deps.plugins ?? createBuiltinPlugins(),
+    plugins: plugins.some((p) => p.name === csi.plugin.name) ? plugins : [...plugins, csi.plugin],
     podSource: pods,
     objects,
     nodeName: config.nodeName,
@@ -193,6 +206,8 @@ async function start(
   })
   const tracker = createOperationTracker(manager, clock, (plugin, seconds) => metrics.mountLatency.observe({ plugin_name: plugin }, seconds))
   cleanups.push(() => tracker.stop())
+  const stuck = createStuckOperationWatch({ tracker, clock, thresholdMs: config.stuckOperationMs, recorder, pods, nodeName: config.nodeName, logger })
+  cleanups.push(() => stuck.stop())
   let lastActivity = clock.now()
   cleanups.push(manager.subscribe(() => (lastActivity = clock.now())) as () => void)
   const abort = new AbortController()
@@ -275,12 +290,14 @@ async function start(
     clock,
     tracker,
     worker: (uid) => workers.status(uid),
+    stuckAfterMs: config.stuckOperationMs,
     extra: () => ({
       pods: workers.list(),
       ...(nodeStatus ? { nodeStatus: { reported: nodeStatus.reported ?? null, lastError: nodeStatus.lastError ?? null } } : {}),
       ...(manifests ? { manifests: { dir: config.manifestDir, errors: manifests.errors(), files: manifests.files() } } : {}),
       journal: (manager.snapshot() as { journal?: unknown }).journal ?? null,
       events: events.total,
+      stuckOperations: stuck.list().map((op) => ({ ...op, startedAt: new Date(op.startedAt).toISOString() })),
     }),
   }
   metrics.bind({
@@ -288,6 +305,7 @@ async function start(
     stats: () => stats,
     podPhases: () => workers.phases(),
     backoffCount: () => backoffsOf(manager, clock.now()).length,
+    stuckOperations: () => stuck.list(),
     sourcesReady: () => pods.allReady(),
     ...(manifests ? { manifestErrors: () => manifests.errors().length } : {}),
   })
@@ -317,13 +335,22 @@ async function start(
         message: runEnded ? `the manager loop has stopped${runError ? `: ${errorMessage(runError)}` : ''}` : snap.statesSynced ? `last state change ${Math.round((clock.now() - lastActivity) / 1000)}s ago` : 'states not synced yet (reconstruction)',
       },
       await hostResponsive(),
+      stuckCheck(),
     ]
+  }
+  // One hung host call holds one volume: the agent is still doing its job for every other volume, but
+  // not ready in the sense that something needs a person; the message names what is stuck.
+  const stuckCheck = (): HealthCheck => {
+    const list = stuck.list()
+    if (list.length === 0) return { name: 'operations', ok: true, message: `${tracker.running().length} running, none stuck` }
+    return { name: 'operations', ok: false, message: `stuck: ${list.map(describeStuck).join('; ')}` }
   }
 
   const server: StatusServer = await startStatusServer({
     address: config.address,
     port: config.port,
     ...(token === undefined ? {} : { token }),
+    unauthenticatedProbes: config.unauthenticatedProbes,
     logger,
     routes: {
       livez: () => [{ name: 'manager-loop', ok: !runEnded, ...(runEnded ? { message: 'the manager loop has stopped' } : {}) }],
@@ -373,6 +400,7 @@ async function start(
     events,
     metrics,
     logger,
+    csiDrivers: csi.registry,
     readiness,
     state: () => stateView(viewSources),
     pod: (uid) => podView(viewSources, uid),

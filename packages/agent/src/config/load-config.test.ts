@@ -48,6 +48,24 @@ describe('loadAgentConfig', () => {
     expect(problem).toMatchObject(expected)
   })
 
+  it('reads CSI drivers as NAME=SOCKET pairs from a flag or variable, or as a list from the file', async () => {
+    const pairs = 'a.csi=/run/a.sock, b.csi=unix:///run/b.sock'
+    const expected = [
+      { name: 'a.csi', endpoint: '/run/a.sock' },
+      { name: 'b.csi', endpoint: 'unix:///run/b.sock' },
+    ]
+    expect((await load(['--csi-drivers', pairs])).csiDrivers).toEqual(expected)
+    expect((await load([], { KUBEVOL_CSI_DRIVERS: pairs })).csiDrivers).toEqual(expected)
+    const files = { '/etc/kubevol/agent.yaml': 'csiDrivers:\n  - { name: a.csi, endpoint: /run/a.sock }\n  - { name: b.csi, endpoint: "unix:///run/b.sock" }\n' }
+    expect((await load(['--config=/etc/kubevol/agent.yaml'], {}, files)).csiDrivers).toEqual(expected)
+    expect(await load([])).toMatchObject({ csiDrivers: [], pluginRegistration: false })
+    expect(await load(['--host=linux'])).toMatchObject({ pluginRegistration: true })
+    expect(await load(['--host=linux', '--no-plugin-registration'])).toMatchObject({ pluginRegistration: false })
+    expect(await problems(load(['--csi-drivers', 'a.csi=relative.sock']))).toEqual([
+      { key: 'csiDrivers', value: 'a.csi=relative.sock', source: '--csi-drivers', allowed: 'NAME=SOCKET pairs separated by commas, each SOCKET an absolute path or unix:///path' },
+    ])
+  })
+
   it('names the file for a bad key or value in it', async () => {
     const files = { '/c.yaml': 'verbosity: 11\ncolour: red\n' }
     const list = await problems(load(['--config=/c.yaml'], {}, files))

@@ -27,6 +27,23 @@ const mode = z.enum(['static', 'api'])
 const hostKind = z.enum(['mock', 'linux'])
 const logFormat = z.enum(['auto', 'json', 'text'])
 
+/** `name=endpoint,name=endpoint` (a flag or variable) as the list a config file gives. */
+function parseCsiDrivers(value: unknown): unknown {
+  if (typeof value !== 'string') return value
+  return value
+    .split(',')
+    .map((pair) => pair.trim())
+    .filter((pair) => pair !== '')
+    .map((pair) => {
+      const eq = pair.indexOf('=')
+      return eq < 0 ? { name: pair, endpoint: '' } : { name: pair.slice(0, eq), endpoint: pair.slice(eq + 1) }
+    })
+}
+const csiDrivers = z.preprocess(
+  parseCsiDrivers,
+  z.array(z.object({ name: z.string().min(1), endpoint: z.string().regex(/^(unix:\/\/)?\//) }).strict()),
+)
+
 /**
  * The schema of a complete configuration. Every key has its default here, so parsing `{}` gives the
  * agent's defaults (mode-dependent ones, marked "per mode", are resolved in {@link resolveModeDefaults}).
@@ -47,6 +64,8 @@ export const agentConfigSchema = z
     address: z.string().min(1).default('127.0.0.1'),
     port: z.number().int().min(0).max(65_535).default(10_280),
     authTokenFile: z.string().min(1).optional(),
+    unauthenticatedProbes: z.boolean().default(false),
+    stuckOperationMs: millis(10).default(120_000),
     logFormat: logFormat.default('auto'),
     verbosity: z.number().int().min(0).max(10).default(2),
     eventsKept: z.number().int().min(1).default(1_000),
@@ -56,6 +75,8 @@ export const agentConfigSchema = z
     podSyncRetryMs: millis(1).default(10_000),
     podSyncTimeoutMs: millis(1).default(123_000),
     shutdownGraceMs: millis(0).default(10_000),
+    csiDrivers: csiDrivers.default([]),
+    pluginRegistration: z.boolean().optional(),
     config: z.string().min(1).optional(),
   })
   .strict()
@@ -70,11 +91,13 @@ export type ResolvedAgentConfig = AgentConfig & {
   readonly controllerAttachDetach: boolean
   readonly postEvents: boolean
   readonly finalizePodDeletion: boolean
+  readonly pluginRegistration: boolean
 }
 
 /**
  * Static mode has no attach/detach controller, so kubevol attaches itself; API mode follows the
  * kubelet (the controller attaches). Events are posted and pods finalized only where there is an API.
+ * CSI drivers register through `<rootDir>/plugins_registry` on the Linux host (where real drivers run).
  */
 export function resolveModeDefaults(config: AgentConfig): ResolvedAgentConfig {
   const api = config.mode === 'api'
@@ -83,6 +106,7 @@ export function resolveModeDefaults(config: AgentConfig): ResolvedAgentConfig {
     controllerAttachDetach: config.controllerAttachDetach ?? api,
     postEvents: config.postEvents ?? api,
     finalizePodDeletion: config.finalizePodDeletion ?? api,
+    pluginRegistration: config.pluginRegistration ?? config.host === 'linux',
   }
 }
 
@@ -109,7 +133,9 @@ export const AGENT_OPTIONS: readonly AgentOption[] = [
   option('watchRetryMs', 'integer', 'API mode: the first delay before a failed list or watch is started again (doubling up to 30 s).', `${ms}, at least 1`, '1000'),
   option('address', 'string', 'The address of the HTTP status endpoints.', 'an IP address or host name', '127.0.0.1'),
   option('port', 'integer', 'The port of the HTTP status endpoints (0: any free port).', 'an integer from 0 to 65535', '10280'),
-  option('authTokenFile', 'string', 'A file holding the bearer token every endpoint but /livez and /readyz requires.', 'a file path', 'none (no token)'),
+  option('authTokenFile', 'string', 'A file holding the bearer token every endpoint requires (see unauthenticatedProbes).', 'a file path', 'none (no token)'),
+  option('unauthenticatedProbes', 'boolean', 'With a token: serve /livez and /readyz (without ?verbose) to requests without it, for probes that cannot send one.', 'true or false', 'false'),
+  option('stuckOperationMs', 'integer', 'A volume operation running this long is reported stuck (/readyz, /v1/state, metrics, a Warning event).', `${ms}, at least 10`, '120000'),
   option('logFormat', 'enum', 'Log format: JSON lines, or text for people.', '"auto", "json" or "text"', 'auto (text on a terminal, JSON otherwise)'),
   option('verbosity', 'integer', "The kubelet's -v: 0-3 info, 4-10 debug.", 'an integer from 0 to 10', '2'),
   option('eventsKept', 'integer', 'How many events are kept in memory for /v1/events.', 'an integer of at least 1', '1000'),
@@ -119,6 +145,14 @@ export const AGENT_OPTIONS: readonly AgentOption[] = [
   option('podSyncRetryMs', 'integer', "The first delay before a pod whose volumes failed is synced again (the kubelet's pod worker backoff, doubling up to 5 min).", `${ms}, at least 1`, '10000'),
   option('podSyncTimeoutMs', 'integer', 'How long one pod sync waits for its volumes.', `${ms}, at least 1`, '123000'),
   option('shutdownGraceMs', 'integer', 'On shutdown, how long running operations may finish before they are abandoned.', `${ms}, 0 or more`, '10000'),
+  option(
+    'csiDrivers',
+    'string',
+    'CSI drivers to register at start-up without the registration handshake, by name and socket (a config file may give a list of { name, endpoint }).',
+    'NAME=SOCKET pairs separated by commas, each SOCKET an absolute path or unix:///path',
+    'none',
+  ),
+  option('pluginRegistration', 'boolean', 'Watch <rootDir>/plugins_registry for CSI drivers registering themselves (node-driver-registrar), as the kubelet does.', 'true or false', 'true with the Linux host'),
   option('config', 'string', 'A YAML or JSON file with any of these keys (flags and environment win over it).', 'a file path', 'none'),
 ]
 

@@ -51,9 +51,10 @@ describe('the status endpoints', () => {
     expect((await get(`${url}/readyz?verbose`)).text).toBe('[+]sources-synced ok\n[-]reconciler failed: states not synced yet\nreadyz check failed\n')
   })
 
-  it('requires the bearer token on all but the health checks', async () => {
+  it('requires the bearer token on every endpoint, the health checks included', async () => {
     const { url } = await start('s3cret')
-    expect((await get(`${url}/readyz`)).status).toBe(200)
+    expect((await get(`${url}/readyz`)).status).toBe(401)
+    expect((await get(`${url}/readyz`, 's3cret')).status).toBe(200)
     expect((await get(`${url}/v1/state`)).status).toBe(401)
     expect((await get(`${url}/metrics`, 'wrong')).status).toBe(401)
     expect((await get(`${url}/metrics`, 's3cret')).status).toBe(200)

@@ -1,7 +1,9 @@
 /**
  * The read-only HTTP endpoints (node:http): `/livez`, `/readyz` (`?verbose` lists the checks, in the
  * kube-apiserver's format), `/metrics`, `/v1/state`, `/v1/pods/<uid>`, `/v1/events`. Bound to
- * 127.0.0.1 by default; with a bearer token, every endpoint but the health checks requires it.
+ * 127.0.0.1 by default; with a bearer token, every endpoint requires it (the plain health checks
+ * can be exempted for probes). Only GET and HEAD; nothing here changes state. A malformed request
+ * gets a 4xx answer, never a crash.
  */
 import { timingSafeEqual } from 'node:crypto'
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http'
@@ -32,8 +34,13 @@ export interface StatusServerOptions {
   readonly address?: string
   /** 0 picks a free port. */
   readonly port: number
-  /** Required as `Authorization: Bearer <token>` on every endpoint but /livez and /readyz. */
+  /** Required as `Authorization: Bearer <token>` on every endpoint. */
   readonly token?: string
+  /**
+   * With a token: answer /livez, /healthz and /readyz without `?verbose` to requests without it
+   * (the verbose answers name volumes and still need it). @default false
+   */
+  readonly unauthenticatedProbes?: boolean
   readonly routes: StatusRoutes
   readonly logger: Logger
 }
@@ -75,13 +82,28 @@ export async function startStatusServer(options: StatusServerOptions): Promise<S
   const { routes, logger, token } = options
   const address = options.address ?? '127.0.0.1'
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    const url = new URL(req.url ?? '/', 'http://localhost')
-    const path = url.pathname.replace(/\/+$/, '') || '/'
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       res.setHeader('Allow', 'GET, HEAD')
       return send(res, 405, 'method not allowed\n')
     }
+    // Origin-form only ("/path?query"): an absolute URL or "*" is not for this server.
+    const raw = req.url ?? ''
+    if (!raw.startsWith('/') || raw.startsWith('//')) return send(res, 400, 'bad request: the target must be a path\n')
+    let url: URL
+    try {
+      url = new URL(raw, 'http://localhost')
+    } catch {
+      return send(res, 400, 'bad request: malformed URL\n')
+    }
+    const path = url.pathname.replace(/\/+$/, '') || '/'
     const verbose = url.searchParams.has('verbose')
+    const probe = path === '/livez' || path === '/healthz' || path === '/readyz'
+    // Authentication comes before routing, so that without the token nothing is learnt, not even
+    // which paths exist.
+    if (!(probe && !verbose && options.unauthenticatedProbes) && !authorized(req, token)) {
+      res.setHeader('WWW-Authenticate', 'Bearer realm="kubevol"')
+      return send(res, 401, 'unauthorized\n')
+    }
     if (path === '/livez' || path === '/healthz') {
       const checks = routes.livez()
       return send(res, checks.every((c) => c.ok) ? 200 : 503, healthBody('livez', checks, verbose))
@@ -89,10 +111,6 @@ export async function startStatusServer(options: StatusServerOptions): Promise<S
     if (path === '/readyz') {
       const checks = await routes.readyz()
       return send(res, checks.every((c) => c.ok) ? 200 : 503, healthBody('readyz', checks, verbose))
-    }
-    if (!authorized(req, token)) {
-      res.setHeader('WWW-Authenticate', 'Bearer realm="kubevol"')
-      return send(res, 401, 'unauthorized\n')
     }
     if (path === '/metrics') {
       const { contentType, body } = await routes.metrics()
@@ -102,16 +120,22 @@ export async function startStatusServer(options: StatusServerOptions): Promise<S
     if (path === '/v1/events') {
       const limit = url.searchParams.get('limit')
       const podUID = url.searchParams.get('pod') ?? undefined
-      return sendJson(res, 200, routes.events({ ...(podUID ? { podUID } : {}), ...(limit && /^\d+$/.test(limit) ? { limit: Number(limit) } : {}) }))
+      if (limit !== null && !/^\d{1,9}$/.test(limit)) return sendJson(res, 400, { error: `limit must be a non-negative integer, not ${JSON.stringify(limit.slice(0, 40))}` })
+      return sendJson(res, 200, routes.events({ ...(podUID ? { podUID } : {}), ...(limit !== null ? { limit: Number(limit) } : {}) }))
     }
     const pod = /^\/v1\/pods\/([^/]+)$/.exec(path)
     if (pod) {
-      const uid = decodeURIComponent(pod[1] as string)
+      let uid: string
+      try {
+        uid = decodeURIComponent(pod[1] as string)
+      } catch {
+        return sendJson(res, 400, { error: 'malformed percent-encoding in the pod UID' })
+      }
       const view = routes.pod(uid)
-      if (view === undefined) return sendJson(res, 404, { error: `pod ${uid} is not known on this node` })
+      if (view === undefined) return sendJson(res, 404, { error: `pod ${JSON.stringify(uid.slice(0, 100))} is not known on this node` })
       return sendJson(res, 200, view)
     }
-    return sendJson(res, 404, { error: `no endpoint ${path}`, endpoints: ['/livez', '/readyz', '/metrics', '/v1/state', '/v1/pods/<uid>', '/v1/events'] })
+    return sendJson(res, 404, { error: `no endpoint ${JSON.stringify(path.slice(0, 100))}`, endpoints: ['/livez', '/readyz', '/metrics', '/v1/state', '/v1/pods/<uid>', '/v1/events'] })
   }
   const server: Server = createServer((req, res) => {
     handle(req, res).catch((err: unknown) => {
@@ -119,6 +143,19 @@ export async function startStatusServer(options: StatusServerOptions): Promise<S
       if (!res.headersSent) send(res, 500, `internal error: ${errorMessage(err)}\n`)
       else res.end()
     })
+  })
+  // A client that sends headers slowly (or never) does not hold a connection for long.
+  server.headersTimeout = 10_000
+  server.requestTimeout = 30_000
+  // Garbage on the socket: Node answers 400 (431 for headers that are too large) and closes it.
+  server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
+    if (!socket.writable) return socket.destroy()
+    const status = err.code === 'HPE_HEADER_OVERFLOW' ? '431 Request Header Fields Too Large' : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? '408 Request Timeout' : '400 Bad Request'
+    socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`)
+  })
+  // CONNECT never reaches the request handler: refuse it here like any other method.
+  server.on('connect', (_req: IncomingMessage, socket: import('node:stream').Duplex) => {
+    socket.end('HTTP/1.1 405 Method Not Allowed\r\nAllow: GET, HEAD\r\nConnection: close\r\nContent-Length: 0\r\n\r\n')
   })
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject)

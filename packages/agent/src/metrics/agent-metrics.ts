@@ -102,6 +102,8 @@ export interface MetricsView {
   sourcesReady(): boolean
   /** Static mode: refused manifest documents. */
   manifestErrors?(): number
+  /** Operations running longer than the stuck threshold. */
+  stuckOperations?(): readonly { readonly operation: string; readonly volumeName: string; readonly podUID: string; readonly runningMs: number }[]
 }
 
 /** The agent's metrics: the core's port, kubevol's own instruments, and the exposition. */
@@ -289,6 +291,16 @@ export class AgentMetrics implements Metrics {
         const snap = view.manager.snapshot()
         this.set({ kind: 'mount' }, snap.mounted.filter((m) => m.mountState === 'uncertain').length)
         this.set({ kind: 'device' }, snap.attached.filter((a) => a.deviceMountState === 'uncertain').length)
+      },
+    })
+    new Gauge({
+      name: 'kubevol_volume_operations_stuck_seconds',
+      help: 'How long each operation running past the stuck threshold has been running (a host call that does not return).',
+      labelNames: ['operation', 'volume_name', 'pod_uid'],
+      registers,
+      collect() {
+        this.reset()
+        for (const op of metrics.#view?.stuckOperations?.() ?? []) this.set({ operation: op.operation, volume_name: op.volumeName, pod_uid: op.podUID }, op.runningMs / 1000)
       },
     })
     new Gauge({

@@ -91,6 +91,39 @@ const schemas: Record<ManifestKind, z.ZodType> = {
 
 type Path = readonly (string | number)[]
 
+const MAX_FLOW_DEPTH = 100
+
+/**
+ * The 1-based line where `[`/`{` nesting (outside quoted scalars and comments) first exceeds
+ * `limit`, or undefined. An approximation on the safe side: a bracket in a plain scalar counts too.
+ */
+function flowNestingBeyond(text: string, limit: number): number | undefined {
+  let depth = 0
+  let line = 1
+  let quote: '"' | "'" | undefined
+  let comment = false
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i]
+    if (c === '\n') {
+      line++
+      comment = false
+      continue
+    }
+    if (comment) continue
+    if (quote) {
+      if (quote === '"' && c === '\\') i++
+      else if (c === quote) quote = undefined
+      continue
+    }
+    if (c === '"' || c === "'") quote = c
+    else if (c === '#' && (i === 0 || text[i - 1] === ' ' || text[i - 1] === '\t' || text[i - 1] === '\n')) comment = true
+    else if (c === '[' || c === '{') {
+      if (++depth > limit) return line
+    } else if ((c === ']' || c === '}') && depth > 0) depth--
+  }
+  return undefined
+}
+
 /**
  * The 1-based line of the field at `path` (its key, for a mapping entry), or of its nearest ancestor
  * that exists: a missing field is reported where its parent is written.
@@ -121,6 +154,12 @@ function describePath(path: Path): string {
  * valid object of a {@link ManifestKind}, becomes a {@link ManifestError}; the others are returned.
  */
 export function parseManifests(text: string, file: string): ParsedManifests {
+  // Deeply nested flow collections exhaust the parser's stack in a way that can end the process
+  // (not only throw): refuse them before parsing. Kubernetes objects nest a few levels deep.
+  const tooDeep = flowNestingBeyond(text, MAX_FLOW_DEPTH)
+  if (tooDeep !== undefined) {
+    return { objects: [], errors: [{ file, line: tooDeep, reason: `invalid YAML: collections nested more than ${MAX_FLOW_DEPTH} levels deep` }] }
+  }
   const lines = new LineCounter()
   const objects: ManifestObject[] = []
   const errors: ManifestError[] = []
@@ -133,7 +172,14 @@ export function parseManifests(text: string, file: string): ParsedManifests {
       errors.push({ file, line, reason: `invalid YAML: ${yamlError.message.split('\n')[0]}` })
       continue
     }
-    const value: unknown = doc.toJS()
+    let value: unknown
+    try {
+      // Throws on alias expansion beyond a bound (a "billion laughs" document).
+      value = doc.toJS()
+    } catch (err) {
+      errors.push({ file, line: lineOf(doc, lines, []), reason: `invalid YAML: ${err instanceof Error ? err.message : String(err)}` })
+      continue
+    }
     if (value === null || value === undefined) continue
     const validate = (object: unknown, at: Path): void => {
       const line = lineOf(doc, lines, at)

@@ -15,7 +15,7 @@
  */
 import { createHash } from 'node:crypto'
 import { type FSWatcher, watch as watchDir } from 'node:fs'
-import { readFile, readdir } from 'node:fs/promises'
+import { readFile, readdir, stat } from 'node:fs/promises'
 import { extname, join } from 'node:path'
 import {
   type CSIDriver,
@@ -73,6 +73,8 @@ interface FileState {
 }
 
 const EXTENSIONS = new Set(['.yaml', '.yml', '.json'])
+/** The largest manifest file read: 4 MiB (the API server's largest object is 1.5 MiB). */
+const MAX_MANIFEST_BYTES = 4 * 1024 * 1024
 const NAMESPACED = new Set<ManifestKind>(['Pod', 'PersistentVolumeClaim', 'ConfigMap', 'Secret'])
 
 function nameOf(o: ManifestObject): { namespace?: string; name: string } {
@@ -150,6 +152,18 @@ export function createManifestSource(options: ManifestSourceOptions): ManifestSo
       const file = join(dir, name)
       let text: string
       try {
+        // A manifest is small (the API server refuses objects over 1.5 MiB): a huge file is refused
+        // before it is read, so that it cannot exhaust the agent's memory.
+        const size = (await stat(file)).size
+        if (size > MAX_MANIFEST_BYTES) {
+          seen.add(file)
+          const reason = `the file is ${size} bytes, more than the ${MAX_MANIFEST_BYTES} a manifest file may have`
+          if (files.get(file)?.errors[0]?.reason !== reason) logger.warn('Invalid manifest', { file, line: 1, reason })
+          const prev = files.get(file)
+          // No text was read: a marker no file read as UTF-8 holds, so the next read parses again.
+          files.set(file, { text: '\u0000', objects: prev?.lastClean ?? [], errors: [{ file, line: 1, reason }], lastClean: prev?.lastClean })
+          continue
+        }
         text = await readFile(file, 'utf8')
       } catch (err) {
         // Removed between readdir and read, or a dangling symlink: it is not there.

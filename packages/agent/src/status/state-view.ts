@@ -16,6 +16,8 @@ export interface StateViewSources {
   readonly worker: (uid: string) => PodWorkerStatus | undefined
   /** Extra sections (volumesInUse, manifest errors, ...). */
   readonly extra?: () => Record<string, unknown>
+  /** An operation running this long is shown as stuck. */
+  readonly stuckAfterMs?: number
 }
 
 /** A failed operation waiting for its backoff to end. */
@@ -147,7 +149,7 @@ export function podView(s: StateViewSources, uid: string): Record<string, unknow
     const history = s.tracker.history(volumeName, uid)
     const attached = manager.actualState.getAttachedVolume(volumeName)
     let phase: string
-    if (op) phase = `running ${op.name}`
+    if (op) phase = s.stuckAfterMs !== undefined && now - op.startedAt >= s.stuckAfterMs ? `stuck in ${op.name}` : `running ${op.name}`
     else if (backingOff) phase = 'backing-off'
     else if (mv?.mountState === 'mounted' && vtm) phase = 'mounted'
     else if (mv?.mountState === 'uncertain') phase = 'uncertain'

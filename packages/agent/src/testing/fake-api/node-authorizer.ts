@@ -135,6 +135,10 @@ export function authorize(store: FakeStore, identity: Identity, req: AuthzReques
       return verb === 'create' || verb === 'patch' || verb === 'update' ? undefined : forbidden(identity, req, 'a node may only create and patch events')
     case 'csidrivers':
       return read ? undefined : forbidden(identity, req, 'a node may only read CSI drivers')
+    case 'csinodes':
+      // Its own only (NodeRestriction checks the name of a created one).
+      if (verb === 'create' || req.name === node) return undefined
+      return forbidden(identity, req, `node "${node}" may only access its own CSINode`)
     case 'volumeattachments': {
       if (verb !== 'get' || !req.name) return forbidden(identity, req, 'a node may only get volume attachments by name')
       const va = store.get(r, undefined, req.name)

@@ -38,6 +38,7 @@ export const RESOURCES: readonly ResourceInfo[] = [
   resource('serviceaccounts', 'ServiceAccount', '', true),
   resource('events', 'Event', '', true),
   resource('csidrivers', 'CSIDriver', 'storage.k8s.io', false),
+  resource('csinodes', 'CSINode', 'storage.k8s.io', false),
   resource('volumeattachments', 'VolumeAttachment', 'storage.k8s.io', false, true),
 ]
 

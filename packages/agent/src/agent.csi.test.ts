@@ -1,0 +1,115 @@
+/**
+ * CSI in the agent: in API mode a registered driver lands in this node's CSINode and node ID
+ * annotation and leaves them when it unregisters, and a raw block claim of that driver is mapped
+ * into a pod and unmapped again; the configuration's `csiDrivers` and `pluginRegistration` start
+ * static registration and the registration watcher.
+ */
+import { type MemoryHost, createMemoryHost } from '@kubevol/adapter-mock'
+import type { CsiDriverRegistry } from '@kubevol/core'
+import { createMemoryCsiDriver } from '@kubevol/core/testing'
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { until } from '../test/helpers.js'
+import { type Agent, startAgent } from './agent.js'
+import { type CsiAdapter, startCsi } from './csi-drivers.js'
+import { CSI_NODE_ID_ANNOTATION } from './kube/csi-node.js'
+import { type FakeApiServer, startFakeApiServer } from './testing/index.js'
+
+const NODE = 'n1'
+const DRIVER = 'memory.csi.kubevol.io'
+const silent = { debug() {}, info() {}, warn() {}, error() {} }
+
+describe('the agent with a CSI driver in API mode', () => {
+  let api: FakeApiServer
+  let host: MemoryHost
+  let agent: Agent | undefined
+  beforeEach(async () => {
+    api = await startFakeApiServer()
+    host = createMemoryHost()
+    api.create('Node', { metadata: { name: NODE } })
+    api.create('CSIDriver', { metadata: { name: DRIVER }, spec: { attachRequired: false } })
+    const pvc = api.create('PersistentVolumeClaim', { metadata: { name: 'raw', namespace: 'default' }, spec: { volumeName: 'pv-raw', accessModes: ['ReadWriteOnce'], volumeMode: 'Block' } })
+    api.create('PersistentVolume', {
+      metadata: { name: 'pv-raw' },
+      spec: {
+        capacity: { storage: '64Mi' },
+        accessModes: ['ReadWriteOnce'],
+        volumeMode: 'Block',
+        csi: { driver: DRIVER, volumeHandle: 'raw-1' },
+        claimRef: { name: 'raw', namespace: 'default', uid: pvc.metadata.uid },
+      },
+    })
+    api.patch('PersistentVolumeClaim', 'default', 'raw', { status: { phase: 'Bound', capacity: { storage: '64Mi' } } }, { subresource: 'status' })
+  })
+  afterEach(async () => {
+    await agent?.stop()
+    agent = undefined
+    await api.close()
+  })
+
+  it('keeps the CSINode in step with the registry and maps a raw block claim of the driver', async () => {
+    agent = await startAgent(
+      { nodeName: NODE, mode: 'api', port: 0, watchRetryMs: 20, podSyncRetryMs: 50, objectCacheTtlMs: 0, statsPeriodMs: 0, shutdownGraceMs: 1_000 },
+      { host, kubeConfig: api.kubeConfig(api.nodeToken(NODE)), log: { silent: true }, manager: { backoff: { initialMs: 20, maxMs: 200 } } as object },
+    )
+    agent.csiDrivers.register({ name: DRIVER, driver: createMemoryCsiDriver({ host, name: DRIVER, nodeId: 'memory-n1' }) })
+    const csiNode = () => api.get('CSINode', undefined, NODE) as { spec: { drivers: { name: string; nodeID: string }[] } } | undefined
+    await until('the CSINode entry', () => csiNode()?.spec.drivers.length === 1)
+    expect(csiNode()?.spec.drivers).toEqual([{ name: DRIVER, nodeID: 'memory-n1', topologyKeys: null }])
+    const annotations = (): Record<string, string> => api.get('Node', undefined, NODE)?.metadata.annotations ?? {}
+    expect(JSON.parse(annotations()[CSI_NODE_ID_ANNOTATION] ?? '{}')).toEqual({ [DRIVER]: 'memory-n1' })
+
+    const pod = api.create('Pod', {
+      metadata: { name: 'db', namespace: 'default' },
+      spec: {
+        nodeName: NODE,
+        containers: [{ name: 'main', image: 'busybox', volumeDevices: [{ name: 'raw', devicePath: '/dev/xvda' }] }],
+        volumes: [{ name: 'raw', persistentVolumeClaim: { claimName: 'raw' } }],
+      },
+    })
+    const uid = pod.metadata.uid as string
+    const link = `/var/lib/kubevol/pods/${uid}/volumeDevices/kubernetes.io~csi/pv-raw`
+    await until('the pod mapped', () => agent?.manager.getMountedVolumesForPod(uid).size === 1)
+    expect(await host.readlink(link)).toBe(`/var/lib/kubevol/plugins/kubernetes.io/csi/volumeDevices/publish/pv-raw/${uid}`)
+    api.delete('Pod', 'default', 'db', { gracePeriodSeconds: 0 })
+    await until('the pod unmapped', () => !host.exists(link) && host.mountTargets().length === 0)
+
+    agent.csiDrivers.unregister(DRIVER)
+    await until('the entry removed', () => csiNode()?.spec.drivers.length === 0)
+    expect(annotations()[CSI_NODE_ID_ANNOTATION]).toBeUndefined()
+  })
+})
+
+describe('CSI drivers from the configuration', () => {
+  it.each([
+    { name: 'static drivers only', csiDrivers: [{ name: 'a.csi', endpoint: '/run/a.sock' }], pluginRegistration: false, watching: false },
+    { name: 'the registration watcher only', csiDrivers: [], pluginRegistration: true, watching: true },
+    { name: 'neither: the adapter is not even loaded', csiDrivers: [], pluginRegistration: false, watching: false },
+  ])('$name', async ({ csiDrivers, pluginRegistration, watching }) => {
+    let watched: string | undefined
+    let loaded = false
+    const adapter: CsiAdapter = {
+      registerStaticCsiDrivers(registry: CsiDriverRegistry, drivers) {
+        for (const d of drivers) registry.register({ name: d.name, driver: createMemoryCsiDriver({ host: createMemoryHost(), name: d.name }), endpoint: d.endpoint })
+      },
+      async startPluginWatcher(options) {
+        watched = `${options.rootDir}/plugins_registry`
+        return { dir: watched, stop: () => (watched = undefined) }
+      },
+    }
+    const csi = await startCsi({
+      config: { nodeName: NODE, rootDir: '/var/lib/kubevol', csiDrivers, pluginRegistration, watchRetryMs: 10 },
+      logger: silent,
+      loadAdapter: async () => {
+        loaded = true
+        return adapter
+      },
+    })
+    expect(csi.registry.list().map((d) => [d.name, d.endpoint])).toEqual(csiDrivers.map((d) => [d.name, d.endpoint]))
+    expect(watched).toBe(watching ? '/var/lib/kubevol/plugins_registry' : undefined)
+    expect(loaded).toBe(csiDrivers.length > 0 || pluginRegistration)
+    csi.stop()
+    expect(watched).toBeUndefined()
+    // Stopping leaves the drivers registered (leaving is not deregistering).
+    expect(csi.registry.list()).toHaveLength(csiDrivers.length)
+  })
+})
