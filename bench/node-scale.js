@@ -73,7 +73,15 @@ function startManager(mix, extra = {}) {
   const manager = createVolumeManager({ host, plugins, podSource: pods, objects: objects(), nodeName: 'node-1', ...extra })
   const stop = new AbortController()
   const running = manager.run(stop.signal)
-  return { host, pods, manager, stop: async () => (stop.abort(), await running) }
+  return {
+    host,
+    pods,
+    manager,
+    stop: async () => {
+      stop.abort()
+      await running
+    },
+  }
 }
 
 const heapUsed = () => {

@@ -32,7 +32,9 @@ describe('SmallMap', () => {
       expect([...small.values()]).toEqual([...map.values()])
       expect([...small.entries()]).toEqual([...map.entries()])
       const seen: [string, number][] = []
-      small.forEach((v, k) => seen.push([k, v]))
+      small.forEach((v, k) => {
+        seen.push([k, v])
+      })
       expect(seen).toEqual([...map])
     }
   })

@@ -226,6 +226,17 @@ export class VolumeJournal {
     })
   }
 
+  /**
+   * Appends a record that something is gone (torn down, unmounted, detached) without waiting for
+   * it to be durable. Only intents must reach the disk before the change they announce; losing
+   * this kind in a crash leaves the journal saying a thing may exist, and reconstruction then finds
+   * it gone and cleans up, which is what the record would have said. Records keep their order.
+   */
+  note(record: JournalRecord): void {
+    if (this.#readOnly) return
+    this.record(record).catch((err: unknown) => this.#o.logger.warn('Journal write failed', { err: String(err), kind: record.kind }))
+  }
+
   async #drain(): Promise<void> {
     this.#writing = true
     try {

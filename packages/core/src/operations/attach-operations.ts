@@ -133,7 +133,7 @@ export function generateDetachVolume(ctx: OperationContext, av: AttachedVolume):
         throw stepFailed('DetachVolume.Detach failed', subject, err)
       }
       ctx.logger.info(`DetachVolume.Detach succeeded for volume "${av.volumeName}"`)
-      await ctx.journal?.record({ kind: 'detached', volume: av.volumeName })
+      ctx.journal?.note({ kind: 'detached', volume: av.volumeName })
       ctx.asw.markVolumeAsDetached(av.volumeName)
     },
   }

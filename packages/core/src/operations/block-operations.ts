@@ -175,7 +175,7 @@ export function generateUnmapVolume(ctx: OperationContext, mv: MountedVolume): G
           throw stepFailed('UnmapVolume.UnmapPodDevice failed', subject, err)
         }
       }
-      await ctx.journal?.record({ kind: 'torn-down', volume: mv.volumeName, pod: mv.podName })
+      ctx.journal?.note({ kind: 'torn-down', volume: mv.volumeName, pod: mv.podName })
       ctx.asw.markVolumeAsUnmounted(mv.podName, mv.volumeName)
     },
   }
@@ -213,7 +213,7 @@ export function generateUnmapDevice(ctx: OperationContext, av: AttachedVolume): 
       } catch (err) {
         throw stepFailed('UnmapDevice.RemoveMapPath failed', subject, err)
       }
-      await ctx.journal?.record({ kind: 'device-unmounted', volume: av.volumeName })
+      ctx.journal?.note({ kind: 'device-unmounted', volume: av.volumeName })
       ctx.asw.markDeviceAsUnmounted(av.volumeName)
     },
   }

@@ -239,7 +239,7 @@ export function generateUnmountVolume(ctx: OperationContext, mv: MountedVolume):
       ctx.logger.info(
         `UnmountVolume.TearDown succeeded for volume "${mv.volumeName}" pod "${mv.podName}" (UID: "${mv.podUID}"). InnerVolumeSpecName "${mv.innerVolumeSpecName}". PluginName "${mv.pluginName}", VolumeGIDValue "${mv.volumeGidValue}"`,
       )
-      await ctx.journal?.record({ kind: 'torn-down', volume: mv.volumeName, pod: mv.podName })
+      ctx.journal?.note({ kind: 'torn-down', volume: mv.volumeName, pod: mv.podName })
       ctx.asw.markVolumeAsUnmounted(mv.podName, mv.volumeName)
     },
   }
@@ -333,7 +333,7 @@ export function generateUnmountDevice(ctx: OperationContext, av: AttachedVolume)
         }
       }
       ctx.logger.info(detailedMessage('UnmountDevice succeeded', subject, `device mount path "${deviceMountPath}"`))
-      await ctx.journal?.record({ kind: 'device-unmounted', volume: av.volumeName })
+      ctx.journal?.note({ kind: 'device-unmounted', volume: av.volumeName })
       ctx.asw.markDeviceAsUnmounted(av.volumeName)
     },
   }
