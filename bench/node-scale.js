@@ -132,12 +132,14 @@ async function converge(mix) {
   return result
 }
 
-async function idle(polling) {
-  const node = startManager('builtin', polling ? { pollingCompat: true } : {})
-  await fill(node, IDLE_PODS, 'builtin')
+async function idle(mix, polling) {
+  const node = startManager(mix, polling ? { pollingCompat: true } : {})
+  await fill(node, IDLE_PODS, mix)
   // Past the start-up work: let the node settle, then measure a window that holds every period at
   // least once (resync and housekeeping every 10 s, remount and stats every 60 s).
   await new Promise((resolve) => setTimeout(resolve, 2000))
+  // What the start-up left for the collector is not idle cost.
+  heapUsed()
   const cpu0 = process.cpuUsage()
   const t0 = performance.now()
   await new Promise((resolve) => setTimeout(resolve, IDLE_SECONDS * 1000))
@@ -145,7 +147,7 @@ async function idle(polling) {
   const wall = (performance.now() - t0) / 1000
   await node.stop()
   const cpuSeconds = (cpu.user + cpu.system) / 1e6
-  return { mode: polling ? 'polling' : 'event', volumes: IDLE_PODS * VOLUMES, wallSeconds: wall, cpuSeconds, cpuPercent: (cpuSeconds / wall) * 100 }
+  return { mix, mode: polling ? 'polling' : 'event', volumes: IDLE_PODS * VOLUMES, wallSeconds: wall, cpuSeconds, cpuPercent: (cpuSeconds / wall) * 100 }
 }
 
 const machine = `${os.cpus()[0]?.model?.trim()} (${os.cpus().length} cores), Node ${process.version}, ${process.platform}/${process.arch}, ${new Date().toISOString()}`
@@ -153,10 +155,14 @@ const c = await converge('scratch')
 console.log(`converge (scratch): ${c.volumes} volumes in ${c.seconds.toFixed(2)} s, ${c.heapBytesPerVolume.toFixed(0)} B of manager heap per volume`)
 const b = await converge('builtin')
 console.log(`converge (builtin): ${b.volumes} volumes in ${b.seconds.toFixed(2)} s, ${b.heapBytesPerVolume.toFixed(0)} B of manager heap per volume`)
-const idleEvent = await idle(false)
-console.log(`idle (event): ${idleEvent.cpuPercent.toFixed(3)} % of a core`)
-const idlePolling = await idle(true)
-console.log(`idle (polling): ${idlePolling.cpuPercent.toFixed(3)} % of a core`)
+const idleScratch = await idle('scratch', false)
+console.log(`idle (scratch, event): ${idleScratch.cpuPercent.toFixed(3)} % of a core`)
+const idleScratchPolling = await idle('scratch', true)
+console.log(`idle (scratch, polling): ${idleScratchPolling.cpuPercent.toFixed(3)} % of a core`)
+const idleEvent = await idle('builtin', false)
+console.log(`idle (builtin, event): ${idleEvent.cpuPercent.toFixed(3)} % of a core`)
+const idlePolling = await idle('builtin', true)
+console.log(`idle (builtin, polling): ${idlePolling.cpuPercent.toFixed(3)} % of a core`)
 
 const yes = (ok) => (ok ? 'yes' : 'no')
 const md = [
@@ -170,7 +176,9 @@ const md = [
   `| manager heap per volume after converging (scratch) | ${c.heapBytesPerVolume.toFixed(0)} B (${(c.heapManagerBytes / 2 ** 20).toFixed(1)} MiB in all) | < 1 KiB | ${yes(c.heapBytesPerVolume < TARGETS.heapBytesPerVolume)} |`,
   `| converge ${b.volumes.toLocaleString('en')} volumes of the built-in mix (emptyDir, hostPath, configMap, secret, downwardAPI, projected) | ${b.seconds.toFixed(2)} s | | |`,
   `| manager heap per volume after converging (built-in mix) | ${b.heapBytesPerVolume.toFixed(0)} B | | |`,
-  `| idle CPU with ${idleEvent.volumes.toLocaleString('en')} mounted volumes | ${idleEvent.cpuPercent.toFixed(3)} % of one core (${idleEvent.cpuSeconds.toFixed(2)} s CPU in ${idleEvent.wallSeconds.toFixed(0)} s) | < 1 % | ${yes(idleEvent.cpuPercent < TARGETS.idleCpuPercent)} |`,
+  `| idle CPU with ${idleScratch.volumes.toLocaleString('en')} mounted volumes (scratch) | ${idleScratch.cpuPercent.toFixed(3)} % of one core (${idleScratch.cpuSeconds.toFixed(2)} s CPU in ${idleScratch.wallSeconds.toFixed(0)} s) | < 1 % | ${yes(idleScratch.cpuPercent < TARGETS.idleCpuPercent)} |`,
+  `| the same node with the kubelet's timing (pollingCompat) | ${idleScratchPolling.cpuPercent.toFixed(2)} % of one core | | ${(idleScratchPolling.cpuPercent / idleScratch.cpuPercent).toFixed(0)}× the event-driven cost |`,
+  `| idle CPU with ${idleEvent.volumes.toLocaleString('en')} mounted volumes (built-in mix: 4,000 configMap, secret, downwardAPI and projected volumes refreshed each minute) | ${idleEvent.cpuPercent.toFixed(3)} % of one core (${idleEvent.cpuSeconds.toFixed(2)} s CPU in ${idleEvent.wallSeconds.toFixed(0)} s) | < 1 % | ${yes(idleEvent.cpuPercent < TARGETS.idleCpuPercent)} |`,
   `| the same node with the kubelet's timing (pollingCompat) | ${idlePolling.cpuPercent.toFixed(2)} % of one core | | ${(idlePolling.cpuPercent / idleEvent.cpuPercent).toFixed(0)}× the event-driven cost |`,
   '',
   'The scratch mix is ten volumes of a fake plugin (a tmpfs in the pod directory each), as in the pod start-up benchmark:',
@@ -178,9 +186,12 @@ const md = [
   'are part of the figure. Heap per volume is what the running manager holds beyond the pods and the in-memory host: the',
   'heap after a full GC with the manager, minus the heap once it is stopped and dropped (the pods and host stay).',
   `Everything together (pods, host, manager) is ${(c.heapBytesPerVolumeAll / 1024).toFixed(1)} KiB per volume (scratch), ${(b.heapBytesPerVolumeAll / 1024).toFixed(1)} KiB (built-in).`,
-  `Idle CPU is the whole process (process.cpuUsage) over ${IDLE_SECONDS} s`,
-  'of wall time after the node settled, a window holding every periodic task at least once.',
+  `Idle CPU is the whole process (process.cpuUsage) over ${IDLE_SECONDS} s of wall time after the node settled and a`,
+  'full GC, a window holding every periodic task at least once: resync and housekeeping every 10 s, stats every 60 s,',
+  "and with the built-in mix the one-minute content refresh of every configMap, secret, downwardAPI and projected volume",
+  "(the kubelet's pod sync does the same), which is most of that figure: each refresh re-reads the volume's files to",
+  'compare them with the objects.',
   '',
 ]
 console.log(md.join('\n'))
-await writeResult('node-scale', { benchmark: 'node-scale', targets: TARGETS, converge: [c, b], idle: [idleEvent, idlePolling], machine }, md.join('\n'))
+await writeResult('node-scale', { benchmark: 'node-scale', targets: TARGETS, converge: [c, b], idle: [idleScratch, idleScratchPolling, idleEvent, idlePolling], machine }, md.join('\n'))

@@ -208,6 +208,11 @@ export class VolumeJournal {
     return replay(snapshotRecords(this.#state))
   }
 
+  /** The journal holds a live set-up intent for this pod's use of the volume. */
+  hasSetup(volume: UniqueVolumeName, pod: UniquePodName): boolean {
+    return this.#state.get(volume)?.pods.has(pod) ?? false
+  }
+
   /** Records in the file now. */
   get size(): { records: number; bytes: number } {
     return { records: this.#lines, bytes: this.#bytes }

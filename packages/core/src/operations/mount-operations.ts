@@ -105,7 +105,9 @@ export function generateMountVolume(ctx: OperationContext, vtm: MountRequestVolu
           ctx.asw.markDeviceAsMounted(vtm.volumeName, devicePath, deviceMountPath, vtm.seLinuxLabel)
         }
       }
-      await ctx.journal?.record(setupRecord(vtm))
+      // A remount (content refresh) of a volume whose set-up the journal already holds needs no
+      // new intent: without this, every configMap or secret volume wrote one record a minute.
+      if (!(isRemount && ctx.journal?.hasSetup(vtm.volumeName, vtm.podName))) await ctx.journal?.record(setupRecord(vtm))
       try {
         await mounter.setUp({
           fsGroup,
