@@ -258,13 +258,23 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
 
   // ---- the reconcile loop ----
   let reconcileScheduled = false
+  let resyncContinues = false
   const scheduleReconcile = (): void => {
     if (!running || polling || reconcileScheduled) return
     reconcileScheduled = true
     // A microtask: every change made in this turn is seen by one pass.
     void Promise.resolve().then(() => {
       reconcileScheduled = false
-      if (running) reconciler.reconcileOnce()
+      if (!running) return
+      reconciler.reconcileOnce()
+      // The rest of a resync, one slice per turn of the event loop: I/O and timers run in between.
+      if (reconciler.resyncPending && !resyncContinues) {
+        resyncContinues = true
+        setTimer(0, () => {
+          resyncContinues = false
+          scheduleReconcile()
+        })
+      }
     })
   }
 
@@ -561,7 +571,7 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
             unsubscribe.push(options.objects.subscribe(reprocessRemountPods))
           }
           const resync = (): void => {
-            reconciler.markAllDirty()
+            reconciler.queueResync()
             scheduleReconcile()
             populator.podChanged()
             schedulePopulate()

@@ -29,12 +29,16 @@ export interface ReconcilerOptions {
    */
   readonly controllerAttachDetach: boolean
   readonly metrics?: Metrics
+  /** Volumes a periodic resync looks at per pass. @default 1000 */
+  readonly resyncSlice?: number
 }
 
 export class Reconciler {
   readonly #o: ReconcilerOptions
   readonly #dirty = new Set<UniqueVolumeName>()
   #fullPass = true
+  /** Volumes a resync has still to look at; each pass takes a slice, so a big node never stalls. */
+  #resync: UniqueVolumeName[] = []
   #lastSyncTime = 0
   #lastPassAt = 0
   /** Volume directories that failed reconstruction, cleaned up once unmounting is safe (SPEC §5.6). */
@@ -56,9 +60,22 @@ export class Reconciler {
     this.#fullPass = true
   }
 
+  /**
+   * A periodic resync: every volume is looked at again, a slice per pass (see `resyncSlice`), so a
+   * node of 100,000 volumes does not hold the event loop for a whole pass over them.
+   */
+  queueResync(): void {
+    this.#resync = [...new Set([...this.#o.dsw.volumeNames(), ...this.#o.asw.volumeNames()])]
+  }
+
+  /** A resync has volumes left for the next passes. */
+  get resyncPending(): boolean {
+    return this.#resync.length > 0
+  }
+
   /** Something is left for the next pass. */
   get hasWork(): boolean {
-    return this.#fullPass || this.#dirty.size > 0
+    return this.#fullPass || this.#dirty.size > 0 || this.#resync.length > 0
   }
 
   /** True once the first pass after start-up finished with no reconstructed volume waiting for node status. */
@@ -95,9 +112,11 @@ export class Reconciler {
     if (this.#fullPass) {
       this.#fullPass = false
       this.#dirty.clear()
+      this.#resync = []
       names = new Set([...dsw.volumeNames(), ...asw.volumeNames()])
     } else {
-      names = [...this.#dirty]
+      const slice = this.#resync.length > 0 ? this.#resync.splice(Math.max(0, this.#resync.length - (this.#o.resyncSlice ?? 1000))) : []
+      names = slice.length > 0 ? new Set([...this.#dirty, ...slice]) : [...this.#dirty]
       this.#dirty.clear()
     }
     const volumes = [...names]
