@@ -99,7 +99,9 @@ export function generateAttachVolume(ctx: OperationContext, vtm: MountRequestVol
         emitEvent(ctx, vtm.pod, 'Warning', 'FailedAttachVolume', failure.eventMessage)
         throw failure
       }
-      await ctx.journal?.record({ kind: 'attached', volume: vtm.volumeName, spec: vtm.spec, devicePath })
+      // The outcome (the device path) need not wait for the disk: lost in a crash, the intent above
+      // stands and waitForAttach finds the device again.
+      ctx.journal?.note({ kind: 'attached', volume: vtm.volumeName, spec: vtm.spec, devicePath })
       emitEvent(ctx, vtm.pod, 'Normal', 'SuccessfulAttachVolume', simpleMessage('AttachVolume.Attach succeeded', subject))
       ctx.asw.markVolumeAsAttached(vtm.volumeName, vtm.spec, devicePath)
     },

@@ -87,6 +87,9 @@ export function generateMountVolume(ctx: OperationContext, vtm: MountRequestVolu
       }
       let deviceMountPath = ''
       const deviceMount = plugin.deviceMount?.canDeviceMount(spec) ? plugin.deviceMount : undefined
+      // A remount (content refresh) of a volume whose set-up the journal already holds needs no
+      // new intent: without this, every configMap or secret volume wrote one record a minute.
+      let setupIntent = !(isRemount && ctx.journal?.hasSetup(vtm.volumeName, vtm.podName))
       if (deviceMount) {
         try {
           deviceMountPath = deviceMount.getDeviceMountPath(spec)
@@ -94,10 +97,17 @@ export function generateMountVolume(ctx: OperationContext, vtm: MountRequestVolu
           throw stepFailed('MountVolume.GetDeviceMountPath failed', subject, err)
         }
         if (ctx.asw.getDeviceMountState(vtm.volumeName) !== 'mounted') {
-          await ctx.journal?.record({ kind: 'device', volume: vtm.volumeName, spec, devicePath, path: deviceMountPath })
+          // Both intents in one group commit: the set-up's may precede its step (a crash in between
+          // leaves an intent reconstruction finds nothing behind, which it cleans up).
+          const deviceIntent = ctx.journal?.record({ kind: 'device', volume: vtm.volumeName, spec, devicePath, path: deviceMountPath })
+          const podIntent = setupIntent ? ctx.journal?.record(setupRecord(vtm)) : undefined
+          await Promise.all([deviceIntent, podIntent])
+          setupIntent = false
           try {
             await deviceMount.mountDevice(spec, devicePath, deviceMountPath, { fsGroup, seLinuxLabel: vtm.seLinuxLabel })
           } catch (err) {
+            // The set-up intent stays: an earlier attempt may have set the volume up, and only a
+            // tear-down may say it is gone.
             markDeviceErrorState(ctx, vtm, await failureKindAt(ctx, deviceMountPath, err), devicePath, deviceMountPath)
             throw stepFailed('MountVolume.MountDevice failed', subject, err)
           }
@@ -105,9 +115,7 @@ export function generateMountVolume(ctx: OperationContext, vtm: MountRequestVolu
           ctx.asw.markDeviceAsMounted(vtm.volumeName, devicePath, deviceMountPath, vtm.seLinuxLabel)
         }
       }
-      // A remount (content refresh) of a volume whose set-up the journal already holds needs no
-      // new intent: without this, every configMap or secret volume wrote one record a minute.
-      if (!(isRemount && ctx.journal?.hasSetup(vtm.volumeName, vtm.podName))) await ctx.journal?.record(setupRecord(vtm))
+      if (setupIntent) await ctx.journal?.record(setupRecord(vtm))
       try {
         await mounter.setUp({
           fsGroup,
