@@ -30,6 +30,46 @@ async function until(check: () => boolean | Promise<boolean>, ms = 20_000): Prom
   }
 }
 
+/**
+ * The reference driver on a socket under the test root (`launch`), and a manager talking to it
+ * through the gRPC client (`manager`, which can be killed and started again).
+ */
+function driverAndManager(
+  w: {
+    host: ReturnType<ReturnType<typeof useLinuxHost>>['host']
+    p: (name: string) => string
+    root: string
+    pods: ReturnType<typeof createMemoryPodSource>
+    objects: ReturnType<typeof createMemoryObjectReader>
+    intercept?: ((method: string) => Promise<void> | void) | undefined
+  },
+  onStarted: (server: HostpathCsiDriverServer) => void,
+) {
+  const { host, p, root, pods, objects, intercept } = w
+  const launch = async () => {
+    await host.mkdir(p('data'), { recursive: true })
+    onStarted(await startHostpathCsiDriver({ host, endpoint: p('csi.sock'), dataDir: p('data'), ...(intercept ? { intercept } : {}) }))
+  }
+  const manager = () => {
+    const registry = createCsiDriverRegistry()
+    registry.register({ name: DRIVER, driver: createGrpcCsiDriver({ endpoint: p('csi.sock') }), endpoint: p('csi.sock') })
+    const plugin = createCsiPlugin({ drivers: registry })
+    const m = createVolumeManager({ host, plugins: [plugin], podSource: pods, objects, nodeName: 'node-1', rootDir: root, controllerAttachDetach: false })
+    const stop = new AbortController()
+    const running = m.run(stop.signal)
+    return {
+      m,
+      plugin,
+      async kill() {
+        stop.abort()
+        await running
+        for (const d of registry.list()) registry.unregister(d.name)
+      },
+    }
+  }
+  return { launch, manager }
+}
+
 describeAsRoot('the volume manager with a gRPC CSI driver on the Linux host', () => {
   const h = useLinuxHost()
   let server: HostpathCsiDriverServer | undefined
@@ -48,27 +88,9 @@ describeAsRoot('the volume manager with a gRPC CSI driver on the Linux host', ()
     objects.put('PersistentVolume', pv)
     const pods = createMemoryPodSource()
     const pod: Pod = buildPod({ uid: 'e2e', volumes: [{ name: 'data', persistentVolumeClaim: { claimName: 'data' } }] })
-    const launch = async () => {
-      await host.mkdir(p('data'), { recursive: true })
-      server = await startHostpathCsiDriver({ host, endpoint: p('csi.sock'), dataDir: p('data'), ...(intercept ? { intercept } : {}) })
-    }
-    const manager = () => {
-      const registry = createCsiDriverRegistry()
-      registry.register({ name: DRIVER, driver: createGrpcCsiDriver({ endpoint: p('csi.sock') }), endpoint: p('csi.sock') })
-      const plugin = createCsiPlugin({ drivers: registry })
-      const m = createVolumeManager({ host, plugins: [plugin], podSource: pods, objects, nodeName: 'node-1', rootDir: root, controllerAttachDetach: false })
-      const stop = new AbortController()
-      const running = m.run(stop.signal)
-      return {
-        m,
-        plugin,
-        async kill() {
-          stop.abort()
-          await running
-          for (const d of registry.list()) registry.unregister(d.name)
-        },
-      }
-    }
+    const { launch, manager } = driverAndManager({ host, p, root, pods, objects, intercept }, (started) => {
+      server = started
+    })
     const staging = `${root}/plugins/kubernetes.io/csi/${DRIVER}/${sha256Hex('vol-1')}/globalmount`
     const target = `${root}/pods/e2e/volumes/kubernetes.io~csi/pv-data/mount`
     return { host, p, root, pods, pod, launch, manager, staging, target }
@@ -170,27 +192,9 @@ describeAsRoot('raw block CSI volumes through gRPC on the Linux host', () => {
     objects.put('PersistentVolume', pv)
     const pods = createMemoryPodSource()
     const pod: Pod = buildPod({ uid: 'e2e', volumes: [{ name: 'raw', persistentVolumeClaim: { claimName: 'raw' } }], devices: ['raw'] })
-    const launch = async () => {
-      await host.mkdir(p('data'), { recursive: true })
-      server = await startHostpathCsiDriver({ host, endpoint: p('csi.sock'), dataDir: p('data'), ...(intercept ? { intercept } : {}) })
-    }
-    const manager = () => {
-      const registry = createCsiDriverRegistry()
-      registry.register({ name: DRIVER, driver: createGrpcCsiDriver({ endpoint: p('csi.sock') }), endpoint: p('csi.sock') })
-      const plugin = createCsiPlugin({ drivers: registry })
-      const m = createVolumeManager({ host, plugins: [plugin], podSource: pods, objects, nodeName: 'node-1', rootDir: root, controllerAttachDetach: false })
-      const stop = new AbortController()
-      const running = m.run(stop.signal)
-      return {
-        m,
-        plugin,
-        async kill() {
-          stop.abort()
-          await running
-          for (const d of registry.list()) registry.unregister(d.name)
-        },
-      }
-    }
+    const { launch, manager } = driverAndManager({ host, p, root, pods, objects, intercept }, (started) => {
+      server = started
+    })
     const devices = `${root}/plugins/kubernetes.io/csi/volumeDevices`
     const image = p('data/blk-1.img')
     return {
