@@ -19,6 +19,25 @@ describe('the journal on a host', () => {
     expect(reopened.size.records).toBe(1)
   })
 
+  it('flush waits for records noted without waiting, compaction included', async () => {
+    const host = createMemoryHost()
+    const path = '/j/volumes.log'
+    const journal = await VolumeJournal.open({ host, path, logger: silentLogger, compactAfter: 20 })
+    for (let i = 0; i < 100; i++) {
+      journal.note({ kind: 'setup', volume: `p/v${i}`, pod: 'a', podUID: 'a', outerName: 'v', spec: { name: 'v', readOnly: false }, gid: '' })
+      journal.note({ kind: 'torn-down', volume: `p/v${i}`, pod: 'a' })
+    }
+    journal.note({ kind: 'attached', volume: 'p/kept', spec: { name: 'kept', readOnly: false }, devicePath: '/dev/x' })
+    await journal.flush()
+    // Nothing is in flight: the file is final, and a second flush returns at once.
+    const text = new TextDecoder().decode(await host.readFile(path))
+    await journal.flush()
+    expect(new TextDecoder().decode(await host.readFile(path))).toBe(text)
+    await expect(host.lstat(`${path}.tmp`)).resolves.toBeNull()
+    const reopened = await VolumeJournal.read({ host, path, logger: silentLogger })
+    expect([...reopened.volumes().keys()]).toEqual(['p/kept'])
+  })
+
   it('drops a torn record written by a crash and keeps the rest', async () => {
     const host = createMemoryHost()
     const path = '/j/volumes.log'

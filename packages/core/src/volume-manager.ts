@@ -620,6 +620,8 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
         for (const timer of timers) timer.cancel()
         timers.clear()
         for (const off of unsubscribe) off()
+        // Outcome records are written without waiting for them: once run() returns, none is left.
+        await ctx.journal?.flush()
       }
     },
 

@@ -158,6 +158,7 @@ export class VolumeJournal {
   #readOnly = false
   readonly #queue: { record: JournalRecord; resolve: () => void; reject: (err: unknown) => void }[] = []
   #writing = false
+  #drained: Promise<void> = Promise.resolve()
 
   private constructor(options: JournalOptions, state: Map<UniqueVolumeName, JournalVolume>, lines: number) {
     this.#o = options
@@ -242,7 +243,20 @@ export class VolumeJournal {
     this.record(record).catch((err: unknown) => this.#o.logger.warn('Journal write failed', { err: String(err), kind: record.kind }))
   }
 
-  async #drain(): Promise<void> {
+  /**
+   * Resolves once every record handed over so far is written (or failed): what a stopping manager
+   * waits for, so nothing touches the file after it returns.
+   */
+  async flush(): Promise<void> {
+    while (this.#writing) await this.#drained
+  }
+
+  #drain(): Promise<void> {
+    this.#drained = this.#write()
+    return this.#drained
+  }
+
+  async #write(): Promise<void> {
     this.#writing = true
     try {
       while (this.#queue.length > 0) {
