@@ -33,7 +33,10 @@ export class MountTable {
   readonly #path: string
   #fd = -1
   #current: readonly LinuxMountEntry[] | undefined
-  #stale = true
+  /** Bumped on every change seen (our own mounts, or the kernel's poll). */
+  #generation = 0
+  /** The generation the current snapshot's read began at: it holds every change before that. */
+  #currentGeneration = -1
   #reading: Promise<void> | undefined
   #reads = 0
 
@@ -73,18 +76,19 @@ export class MountTable {
 
   /** Marks the snapshot stale (after a mount or unmount of our own; the poll would say so too). */
   invalidate(): void {
-    this.#stale = true
+    this.#generation++
   }
 
   /** The current table: the snapshot when the kernel reports no change, else a fresh read. */
   async entries(): Promise<readonly LinuxMountEntry[]> {
     // A burst of changes during reads could loop; three rounds always give a table no older than the call.
     for (let round = 0; round < 3; round++) {
-      if (this.#changed()) this.#stale = true
-      if (!this.#stale && this.#current) return this.#current
+      if (this.#changed()) this.#generation++
+      // Fresh only when no change came after the read that made it began. A caller that arrives
+      // while a read is in flight waits for it: the snapshot it would replace predates a change.
+      if (this.#current && this.#currentGeneration === this.#generation) return this.#current
       if (!this.#reading) {
-        this.#stale = false
-        this.#reading = this.#refresh().finally(() => {
+        this.#reading = this.#refresh(this.#generation).finally(() => {
           this.#reading = undefined
         })
       }
@@ -99,23 +103,20 @@ export class MountTable {
     this.#fd = -1
   }
 
-  async #refresh(): Promise<void> {
-    try {
-      // A read of mountinfo is not atomic: a mount or unmount between two chunks of it can hide an
-      // entry. Read until two reads agree (mount-utils' consistent read, at most 10 tries).
-      let text = await this.#read()
-      for (let tries = 1; tries < MAX_LIST_TRIES; tries++) {
-        // Best effort: when the host refuses more calls (stalled threads), the first read stands.
-        const again = await this.#read().catch(() => text)
-        if (again === text) break
-        text = again
-      }
-      this.#reads++
-      this.#current = parseMountInfo(text)
-    } catch (err) {
-      this.#stale = true
-      throw err
+  async #refresh(generation: number): Promise<void> {
+    // A read of mountinfo is not atomic: a mount or unmount between two chunks of it can hide an
+    // entry. Read until two reads agree (mount-utils' consistent read, at most 10 tries). A failed
+    // read leaves the snapshot's generation behind, so the next call reads again.
+    let text = await this.#read()
+    for (let tries = 1; tries < MAX_LIST_TRIES; tries++) {
+      // Best effort: when the host refuses more calls (stalled threads), the first read stands.
+      const again = await this.#read().catch(() => text)
+      if (again === text) break
+      text = again
     }
+    this.#reads++
+    this.#current = parseMountInfo(text)
+    this.#currentGeneration = generation
   }
 
   // True when the kernel reports a change since the last poll (or when it cannot tell).
