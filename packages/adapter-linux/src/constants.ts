@@ -53,6 +53,8 @@ export const O_PATH = 0o10000000
 export const AT_FDCWD = -100
 export const AT_SYMLINK_NOFOLLOW = 0x100
 export const AT_EMPTY_PATH = 0x1000
+/** statx: answer from cached attributes, never revalidate with a (network) filesystem. */
+export const AT_STATX_DONT_SYNC = 0x4000
 
 // statx(2)
 export const STATX_TYPE = 0x1

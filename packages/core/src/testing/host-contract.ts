@@ -121,6 +121,26 @@ export function runHostContract(name: string, setup: () => Promise<HostContractS
         await expectHostError(h().mkdir(p('f'), { recursive: true }), 'EEXIST')
       })
 
+      it('recursive mkdirs that share missing parents, started together, all succeed', async () => {
+        const leaves = Array.from({ length: 8 }, (_, i) => p('pod', 'volumes', 'plugin', `v${i}`))
+        await Promise.all([...leaves, ...leaves].map((leaf) => h().mkdir(leaf, { recursive: true, mode: 0o750 })))
+        expect(await h().readdir(p('pod', 'volumes', 'plugin'))).toEqual(leaves.map((_, i) => `v${i}`))
+        for (const leaf of leaves) expect((await h().lstat(leaf))?.type).toBe('directory')
+      })
+
+      it('writeFile of no bytes creates an empty file and empties an existing one', async () => {
+        await h().writeFile(p('marker'), '')
+        expect(await h().stat(p('marker'))).toMatchObject({ type: 'file', size: 0 })
+        await h().writeFile(p('full'), 'content', { mode: 0o600 })
+        await h().writeFile(p('full'), new Uint8Array(0))
+        expect(await h().stat(p('full'))).toMatchObject({ type: 'file', size: 0, mode: 0o600 })
+        await h().writeFile(p('new'), '', { mode: 0o640 })
+        expect((await h().stat(p('new')))?.mode).toBe(0o640)
+        await h().mkdir(p('dir'))
+        await expectHostError(h().writeFile(p('dir'), ''), 'EISDIR')
+        await expectHostError(h().writeFile(p('missing', 'f'), ''), 'ENOENT')
+      })
+
       it('writeFile creates and replaces a file; readFile returns its bytes', async () => {
         await h().writeFile(p('f'), 'first')
         await h().writeFile(p('f'), 'second')
@@ -361,6 +381,7 @@ export function runHostContract(name: string, setup: () => Promise<HostContractS
         await h().writeFile(p('src', 'a'), 'from source')
         await h().mount({ source: p('src'), target: p('dst'), bind: true })
         expect(await h().isMountPoint(p('dst'))).toBe(true)
+        expect(await h().isMountPoint(p('src'))).toBe(false)
         expect(await read(p('dst', 'a'))).toBe('from source')
         await h().writeFile(p('dst', 'b'), 'through the bind')
         expect(await read(p('src', 'b'))).toBe('through the bind')
