@@ -33,9 +33,10 @@ export interface FilesystemOptions {
 
 /** One filesystem: a tree, a device number, capacity and usage. */
 /**
- * Counts moves of populated directories (a rename, or an unlink that keeps the subtree alive):
- * the only changes that alter the path of something already in a tree. Mount targets are cached
- * against it.
+ * Counts moves of populated directories (a rename, or an unlink that keeps the subtree alive) and
+ * unlinks of a mount's root: the only changes to a tree that alter a line of the mount table (a
+ * target's path, or a bind's root turning `//deleted`). The mount table's listing and its target
+ * cache are kept against it.
  */
 let movedDirectories = 0
 
@@ -43,6 +44,9 @@ let movedDirectories = 0
 export function directoryMoves(): number {
   return movedDirectories
 }
+
+/** Nodes that are the root of a mount (a bind's source): unlinking one changes its table line. */
+export const mountRoots = new WeakSet<Inode>()
 
 export class Filesystem {
   readonly fstype: string
@@ -120,7 +124,7 @@ export class Filesystem {
   unlink(node: Inode): void {
     const dir = node.parent
     if (!dir) return
-    if (node.type === 'directory' && node.children.size > 0) movedDirectories++
+    if ((node.type === 'directory' && node.children.size > 0) || mountRoots.has(node)) movedDirectories++
     dir.children.delete(node.name)
     node.parent = null
     this.touch(dir)

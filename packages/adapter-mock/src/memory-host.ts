@@ -87,8 +87,34 @@ export function resolveMemoryHostOptions(options: MemoryHostOptions = {}) {
  * mount points, read-only mounts, device filesystems that persist across mounts. Every call settles
  * asynchronously and passes through {@link faults} first. Create it with {@link createMemoryHost}.
  */
-/** Calls that change nothing on the host (everything else drops the cached mount table listing). */
-const READ_CALLS = new Set(['lstat', 'stat', 'readdir', 'readFile', 'readlink', 'mounts', 'isMountPoint', 'holders', 'statfs'])
+/**
+ * Calls that leave every line of the mount table as it is (everything else drops the kept
+ * listing): reads, and file calls, whose only effect on a line (a moved directory, an unlinked
+ * bind source) the table notices itself, by the count of such changes the filesystems keep.
+ */
+const LINES_KEPT = new Set([
+  'lstat',
+  'stat',
+  'readdir',
+  'readFile',
+  'readlink',
+  'mounts',
+  'isMountPoint',
+  'holders',
+  'statfs',
+  'mkdir',
+  'unmount',
+  'writeFile',
+  'appendFile',
+  'syncFile',
+  'truncate',
+  'remove',
+  'removeAll',
+  'rename',
+  'symlink',
+  'chmod',
+  'lchown',
+])
 
 /** A mount that only adds lines to the table: a new tmpfs or bind, no remount, no propagation change. */
 function addsLinesOnly(request: MountRequest): boolean {
@@ -170,12 +196,12 @@ export class MemoryHost implements Host {
   // Every call settles asynchronously, as on a real host: nothing runs before the caller's next line.
   async #call<T>(method: string, args: readonly unknown[], path: string | undefined, run: () => T): Promise<T> {
     await null
-    // A read changes nothing, and a new directory, a tmpfs or bind mount and an unmount change the
-    // mount table only by adding or removing lines (the table patches its listing); anything else
-    // may change a line in place (a remount, a device filesystem turning read-only, a renamed
-    // parent, a removed bind source): the listing is built again after it.
+    // A read changes nothing; a tmpfs or bind mount and an unmount add or remove lines (the table
+    // patches its listing); a file call changes a line only by moving a directory or unlinking a
+    // bind's source, which the table sees itself. Anything else may change a line in place (a
+    // remount, a device filesystem turning read-only): the listing is built again after it.
     const table = this.#state.table
-    const work = READ_CALLS.has(method) || method === 'mkdir' || method === 'unmount' || (method === 'mount' && addsLinesOnly(args[0] as MountRequest))
+    const work = LINES_KEPT.has(method) || (method === 'mount' && addsLinesOnly(args[0] as MountRequest))
       ? run
       : () => {
           table.invalidateEntries()

@@ -209,5 +209,17 @@ describe('the mount table listing kept between calls', () => {
     expect((await line(host, '/b'))?.root).toBe('/src//deleted')
     // Unchanged between two calls: the same listing, not a copy.
     expect(await host.mounts()).toBe(await host.mounts())
+    // File calls that touch no mount keep it; renaming a file that is a bind's source changes its line.
+    const kept = await host.mounts()
+    await host.writeFile('/c/file', 'x')
+    await host.appendFile('/c/log', 'y')
+    await host.remove('/c/file')
+    expect(await host.mounts()).toBe(kept)
+    await host.writeFile('/c/source', 'z')
+    await host.writeFile('/c/target', '')
+    await host.mount({ source: '/c/source', target: '/c/target', bind: true })
+    expect((await line(host, '/c/target'))?.root).toBe('/c/source')
+    await host.rename('/c/source', '/c/moved')
+    expect((await line(host, '/c/target'))?.root).toBe('/c/moved')
   })
 })

@@ -8,7 +8,7 @@ import type { MountEntry } from '@kubevol/core'
 import { joinPath } from '@kubevol/core'
 import type { BlockDevice } from './devices.js'
 import type { Filesystem } from './filesystem.js'
-import { directoryMoves } from './filesystem.js'
+import { directoryMoves, mountRoots } from './filesystem.js'
 import type { Inode } from './nodes.js'
 import { relativePath } from './nodes.js'
 
@@ -82,10 +82,16 @@ export class MountTable {
   // else that may change a line (a remount, a renamed parent, a removed bind source) drops it.
   #entries: Map<Mount, MountEntry | undefined> | undefined
   #list: readonly MountEntry[] | undefined
+  /** {@link directoryMoves} when the lines were made: a move since may have changed any of them. */
+  #linesMoves = -1
 
   /** Every mount's table line, in mount order (frozen; built again only after a change). */
   entries(): readonly MountEntry[] {
-    if (!this.#entries) this.#entries = new Map([...this.#mounts].map((m) => [m, undefined]))
+    if (this.#linesMoves !== directoryMoves()) this.invalidateEntries()
+    if (!this.#entries) {
+      this.#entries = new Map([...this.#mounts].map((m) => [m, undefined]))
+      this.#linesMoves = directoryMoves()
+    }
     if (!this.#list) {
       const list: MountEntry[] = []
       for (const [mount, entry] of this.#entries) {
@@ -106,6 +112,7 @@ export class MountTable {
 
   add(init: MountInit): Mount {
     const mount: Mount = { id: this.#nextId++, ...init }
+    mountRoots.add(mount.root)
     this.#mounts.add(mount)
     // Its line is made when listed, after whoever added it has finished setting it up.
     this.#entries?.set(mount, undefined)
