@@ -87,7 +87,7 @@ function setup() {
   return { host, pods, options, all }
 }
 
-async function throughManager() {
+async function throughManager(between) {
   // Twice the pods' volumes per kind: PODS × PER_POD/2 of each, run twice to reach 1,000 of each.
   const rounds = []
   let reconstruction
@@ -132,6 +132,7 @@ async function throughManager() {
     host.close()
     rounds.push({ mounted, unmounted })
     rmSync(root, { recursive: true, force: true })
+    await between()
   }
   const total = rounds.reduce((s, r) => s + r.mounted + r.unmounted, 0)
   return { total, rounds, reconstruction }
@@ -176,8 +177,11 @@ async function mountTable() {
   return { lines, parseMedianMs: parses[10], checkAt100Ms: checkAt100, checkAt10kMs: checkAt10k }
 }
 
-const raw = await rawLoop()
-const managed = await throughManager()
+// The raw loop runs before, between and after the manager's two rounds, and its median is the
+// baseline: this machine's speed drifts within minutes, and a single raw run moved the ratio by 2x.
+const raws = [await rawLoop()]
+const managed = await throughManager(async () => raws.push(await rawLoop()))
+const raw = [...raws].sort((a, b) => a - b)[1]
 const table = await mountTable()
 rmSync(base, { recursive: true, force: true })
 const ratio = managed.total / raw
@@ -189,11 +193,11 @@ const md = [
   '',
   '| benchmark | kubevol | baseline | ratio | target | met |',
   '| --- | ---: | ---: | ---: | --- | --- |',
-  `| 1,000 emptyDir (Memory) + 1,000 hostPath mounted and unmounted | ${managed.total.toFixed(2)} s (whole manager, journal synced) | ${raw.toFixed(2)} s (mkdir+mount+stat, umount+rmdir through koffi) | ${ratio.toFixed(2)}× | ≤ 1.5× | ${ratio <= TARGET_RATIO ? 'yes' : 'no'} |`,
+  `| 1,000 emptyDir (Memory) + 1,000 hostPath mounted and unmounted | ${managed.total.toFixed(2)} s (whole manager, journal synced) | ${raw.toFixed(2)} s (mkdir+mount+stat, umount+rmdir through koffi; median of 3 runs between the manager's) | ${ratio.toFixed(2)}× | ≤ 1.5× | ${ratio <= TARGET_RATIO ? 'yes' : 'no'} |`,
   `| mount table parse, ${table.lines.toLocaleString('en')} mounts | ${table.parseMedianMs.toFixed(2)} ms (median of 20) | | | < 10 ms | ${table.parseMedianMs < 10 ? 'yes' : 'no'} |`,
   `| mount-point check (1,000 calls) | ${(table.checkAt10kMs * 1000).toFixed(2)} ms at 10,000 mounts | ${(table.checkAt100Ms * 1000).toFixed(2)} ms at 100 mounts | ${(table.checkAt10kMs / table.checkAt100Ms).toFixed(2)}× | O(1) in the table size | ${table.checkAt10kMs / table.checkAt100Ms < 3 ? 'yes' : 'no'} |`,
   `| reconstruction of ${managed.reconstruction.volumes} mounted volumes | ${managed.reconstruction.seconds.toFixed(3)} s | | | | |`,
   '',
 ]
 console.log(md.join('\n'))
-await writeResult('linux-host', { benchmark: 'linux-host', raw, managed, table, ratio }, md.join('\n'))
+await writeResult('linux-host', { benchmark: 'linux-host', raw, raws, managed, table, ratio }, md.join('\n'))
