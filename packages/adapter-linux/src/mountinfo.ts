@@ -58,17 +58,43 @@ export function propagationOf(optionalFields: readonly string[]): MountEntry['pr
   return propagationOfText(optionalFields.join(' '))
 }
 
-// The same from the fields as the kernel wrote them, space separated (no array on the parse path).
+// The same from the fields as the kernel wrote them, space separated (no array, no new string on
+// the parse path).
 function propagationOfText(text: string): MountEntry['propagation'] {
   if (text === '') return 'private'
-  const padded = ` ${text}`
-  if (padded.includes(' shared:')) return 'shared'
-  if (padded.includes(' master:')) return 'slave'
-  if (` ${padded} `.includes(' unbindable ')) return 'unbindable'
+  if (hasField(text, 'shared:', true)) return 'shared'
+  if (hasField(text, 'master:', true)) return 'slave'
+  if (hasField(text, 'unbindable', false)) return 'unbindable'
   return 'private'
 }
 
-const DEVICE = /^\d+:\d+$/
+// True when a space-separated field of `text` is `name` (or starts with it, for `shared:12`).
+function hasField(text: string, name: string, prefix: boolean): boolean {
+  for (let at = text.indexOf(name); at >= 0; at = text.indexOf(name, at + 1)) {
+    if (at > 0 && text.charCodeAt(at - 1) !== 32) continue
+    const after = at + name.length
+    if (prefix || after === text.length || text.charCodeAt(after) === 32) return true
+  }
+  return false
+}
+
+// A non-negative decimal integer from `line[start, end)`, or NaN (what Number() of the slice gave).
+function integerAt(line: string, start: number, end: number): number {
+  if (end <= start || end - start > 15) return Number.NaN
+  let n = 0
+  for (let i = start; i < end; i++) {
+    const digit = line.charCodeAt(i) - 48
+    if (digit < 0 || digit > 9) return Number.NaN
+    n = n * 10 + digit
+  }
+  return n
+}
+
+// `major:minor`, both decimal, at `line[start, end)`.
+function isDeviceAt(line: string, start: number, end: number): boolean {
+  const colon = line.indexOf(':', start)
+  return colon > start && colon < end - 1 && !Number.isNaN(integerAt(line, start, colon)) && !Number.isNaN(integerAt(line, colon + 1, end))
+}
 
 // The kernel appends this to a mount point whose dentry was unlinked (mount-utils strips it too).
 const DELETED = ' (deleted)'
@@ -147,20 +173,23 @@ export function parseMountInfoLine(line: string): LinuxMountEntry {
 }
 
 // One pass over the line with indexOf: no array of fields, no intermediate slices of it.
+// The end of each field of the line being parsed: one array for every line (parsing is synchronous).
+const ends: number[] = []
+
 function parseLine(line: string, cache: ParseCache | undefined): LinuxMountEntry {
-  const ends: number[] = []
+  let fields = 0
   let separatorField = -1
   let pos = 0
   for (;;) {
     const space = line.indexOf(' ', pos)
     const end = space < 0 ? line.length : space
-    if (separatorField < 0 && ends.length >= 6 && end === pos + 1 && line.charCodeAt(pos) === 45 /* - */) separatorField = ends.length
-    ends.push(end)
+    if (separatorField < 0 && fields >= 6 && end === pos + 1 && line.charCodeAt(pos) === 45 /* - */) separatorField = fields
+    ends[fields++] = end
     // Past the separator, the source and the first chunk of super options, the rest is super options.
-    if (space < 0 || (separatorField >= 0 && ends.length === separatorField + 3)) break
+    if (space < 0 || (separatorField >= 0 && fields === separatorField + 3)) break
     pos = space + 1
   }
-  const count = ends.length + (separatorField >= 0 && ends[ends.length - 1] !== line.length ? 1 : 0)
+  const count = fields + (separatorField >= 0 && ends[fields - 1] !== line.length ? 1 : 0)
   if (count < 10) {
     throw new MountInfoParseError(`wrong number of fields in mountinfo (expected at least 10, got ${line.split(' ').length}): ${line}`)
   }
@@ -168,11 +197,11 @@ function parseLine(line: string, cache: ParseCache | undefined): LinuxMountEntry
     throw new MountInfoParseError(`expect 3 fields after the separator in mountinfo, got ${separatorField < 0 ? 0 : count - separatorField - 1}: ${line}`)
   }
   const field = (i: number) => line.slice(i === 0 ? 0 : (ends[i - 1] as number) + 1, ends[i])
-  const id = Number(field(0))
-  const parentId = Number(field(1))
-  if (!Number.isInteger(id) || !Number.isInteger(parentId)) throw new MountInfoParseError(`bad mount id in mountinfo: ${line}`)
+  const id = integerAt(line, 0, ends[0] as number)
+  const parentId = integerAt(line, (ends[0] as number) + 1, ends[1] as number)
+  if (Number.isNaN(id) || Number.isNaN(parentId)) throw new MountInfoParseError(`bad mount id in mountinfo: ${line}`)
   const device = field(2)
-  if (!DEVICE.test(device)) throw new MountInfoParseError(`bad major:minor "${device}" in mountinfo: ${line}`)
+  if (!isDeviceAt(line, (ends[1] as number) + 1, ends[2] as number)) throw new MountInfoParseError(`bad major:minor "${device}" in mountinfo: ${line}`)
   const optionalText = separatorField > 6 ? line.slice((ends[5] as number) + 1, ends[separatorField - 1]) : ''
   let mountPoint = unescapeMountField(field(4))
   if (mountPoint.endsWith(DELETED)) mountPoint = mountPoint.slice(0, -DELETED.length)
