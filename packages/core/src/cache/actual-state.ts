@@ -81,18 +81,35 @@ interface PodEntry {
   remountRequired: boolean
 }
 
-interface VolumeEntry {
+/**
+ * A volume of the actual state, which is also the map of its pods' entries: nearly every volume has
+ * one pod, and a map object of its own for each of 100,000 volumes cost more than the entry's fields.
+ */
+class VolumeEntry extends SmallMap<UniquePodName, PodEntry> {
   readonly volumeName: UniqueVolumeName
   spec: VolumeSpec
   pluginName: string
   attachability: Attachability
   devicePath: string
-  deviceMountPath: string
-  deviceMountState: DeviceMountState
-  seLinuxMountContext: string | undefined
-  persistentVolumeSize: number | undefined
-  inUseExpansionError: boolean
-  readonly pods: SmallMap<UniquePodName, PodEntry>
+  deviceMountPath = ''
+  deviceMountState: DeviceMountState = 'not-mounted'
+  seLinuxMountContext: string | undefined = undefined
+  persistentVolumeSize: number | undefined = undefined
+  inUseExpansionError = false
+
+  constructor(volumeName: UniqueVolumeName, spec: VolumeSpec, pluginName: string, attachability: Attachability, devicePath: string) {
+    super()
+    this.volumeName = volumeName
+    this.spec = spec
+    this.pluginName = pluginName
+    this.attachability = attachability
+    this.devicePath = devicePath
+  }
+
+  /** The pods' entries, by pod. */
+  get pods(): SmallMap<UniquePodName, PodEntry> {
+    return this
+  }
 }
 
 /** "no volume with the name %q exists in the list of attached volumes". */
@@ -354,7 +371,10 @@ export class ActualStateOfWorld {
 
   /** Any entry of the pod in state mounted. */
   podHasMountedVolumes(podName: UniquePodName): boolean {
-    return this.#podEntries(podName).some(([, , pod]) => pod.state === 'mounted')
+    for (const name of this.#podVolumes.get(podName) ?? []) {
+      if (this.#volumes.get(name)?.pods.get(podName)?.state === 'mounted') return true
+    }
+    return false
   }
 
   /** Any entry of the pod, mounted or uncertain. */
@@ -364,8 +384,13 @@ export class ActualStateOfWorld {
 
   /** Another pod's entry exists (RWOP enforcement). */
   isVolumeMountedElsewhere(volumeName: UniqueVolumeName, podName: UniquePodName): boolean {
-    for (const other of this.#volumes.get(volumeName)?.pods.keys() ?? []) if (other !== podName) return true
-    return false
+    const pods = this.#volumes.get(volumeName)?.pods
+    return pods !== undefined && pods.size > (pods.has(podName) ? 1 : 0)
+  }
+
+  /** Any pod's entry (mounted or uncertain) exists for the volume: what `mountedPods` of its view lists. */
+  volumeHasPods(volumeName: UniqueVolumeName): boolean {
+    return (this.#volumes.get(volumeName)?.pods.size ?? 0) > 0
   }
 
   /** Every (volume, pod) in state mounted. */
@@ -382,17 +407,19 @@ export class ActualStateOfWorld {
   getAllMountedVolumesFor(volumeName: UniqueVolumeName): MountedVolume[] {
     const volume = this.#volumes.get(volumeName)
     if (!volume) return []
-    return [...volume.pods].map(([podName, pod]) => this.#mountedView(volume, podName, pod))
+    const result: MountedVolume[] = []
+    volume.pods.forEach((pod, podName) => {
+      result.push(this.#mountedView(volume, podName, pod))
+    })
+    return result
   }
 
   getMountedVolumesForPod(podName: UniquePodName): MountedVolume[] {
-    return this.#podEntries(podName)
-      .filter(([, , pod]) => pod.state === 'mounted')
-      .map(([volume, name, pod]) => this.#mountedView(volume, name, pod))
+    return this.#podViews(podName, true)
   }
 
   getPossiblyMountedVolumesForPod(podName: UniquePodName): MountedVolume[] {
-    return this.#podEntries(podName).map(([volume, name, pod]) => this.#mountedView(volume, name, pod))
+    return this.#podViews(podName, false)
   }
 
   getMountedVolumeForPod(podName: UniquePodName, volumeName: UniqueVolumeName): MountedVolume | undefined {
@@ -437,7 +464,9 @@ export class ActualStateOfWorld {
     const counts = new Map<string, number>()
     for (const v of this.#volumes.values()) {
       let n = 0
-      for (const pod of v.pods.values()) if (pod.state === 'mounted') n++
+      v.pods.forEach((pod) => {
+        if (pod.state === 'mounted') n++
+      })
       if (n > 0) counts.set(v.pluginName, (counts.get(v.pluginName) ?? 0) + n)
     }
     return counts
@@ -469,19 +498,7 @@ export class ActualStateOfWorld {
       existing.spec = spec
       existing.inUseExpansionError = false
     } else {
-      this.#volumes.set(volumeName, {
-        volumeName,
-        spec,
-        pluginName: this.#pluginFor(spec)?.name ?? 'N/A',
-        attachability,
-        devicePath,
-        deviceMountPath: '',
-        deviceMountState: 'not-mounted',
-        seLinuxMountContext: undefined,
-        persistentVolumeSize: undefined,
-        inUseExpansionError: false,
-        pods: new SmallMap(),
-      })
+      this.#volumes.set(volumeName, new VolumeEntry(volumeName, spec, this.#pluginFor(spec)?.name ?? 'N/A', attachability, devicePath))
     }
     this.changes.emit(volumeName)
   }
@@ -531,12 +548,13 @@ export class ActualStateOfWorld {
     this.changes.emit(volumeName)
   }
 
-  #podEntries(podName: UniquePodName): [VolumeEntry, UniquePodName, PodEntry][] {
-    const result: [VolumeEntry, UniquePodName, PodEntry][] = []
+  /** Views of the pod's entries, all of them or only the mounted ones. */
+  #podViews(podName: UniquePodName, mountedOnly: boolean): MountedVolume[] {
+    const result: MountedVolume[] = []
     for (const name of this.#podVolumes.get(podName) ?? []) {
       const volume = this.#volumes.get(name)
       const pod = volume?.pods.get(podName)
-      if (volume && pod) result.push([volume, podName, pod])
+      if (volume && pod && (!mountedOnly || pod.state === 'mounted')) result.push(this.#mountedView(volume, podName, pod))
     }
     return result
   }
@@ -544,7 +562,9 @@ export class ActualStateOfWorld {
   #collect(keep: (pod: PodEntry) => boolean): MountedVolume[] {
     const result: MountedVolume[] = []
     for (const volume of this.#volumes.values()) {
-      for (const [podName, pod] of volume.pods) if (keep(pod)) result.push(this.#mountedView(volume, podName, pod))
+      volume.pods.forEach((pod, podName) => {
+        if (keep(pod)) result.push(this.#mountedView(volume, podName, pod))
+      })
     }
     return result
   }
@@ -569,6 +589,10 @@ export class ActualStateOfWorld {
 }
 
 function attachedView(volume: VolumeEntry): AttachedVolume {
+  const mountedPods: UniquePodName[] = []
+  volume.pods.forEach((_, podName) => {
+    mountedPods.push(podName)
+  })
   return {
     volumeName: volume.volumeName,
     spec: volume.spec,
@@ -579,6 +603,6 @@ function attachedView(volume: VolumeEntry): AttachedVolume {
     deviceMountState: volume.deviceMountState,
     seLinuxMountContext: volume.seLinuxMountContext,
     persistentVolumeSize: volume.persistentVolumeSize,
-    mountedPods: [...volume.pods.keys()],
+    mountedPods,
   }
 }

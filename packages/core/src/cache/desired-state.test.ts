@@ -55,6 +55,20 @@ describe('DesiredStateOfWorld', () => {
     expect([...dsw.getVolumeNamesForPod('a').keys()].sort()).toEqual(['one', 'two'])
   })
 
+  it.each([
+    { added: ['one'], names: ['one'] },
+    { added: ['one', 'one'], names: ['one'] },
+    { added: ['two', 'one'], names: ['one', 'two'] },
+    { added: ['b', 'a', 'b', 'c', 'a'], names: ['a', 'b', 'c'] },
+  ])('outer names $added are listed as $names', ({ added, names }) => {
+    const { dsw } = setup({ attachable: true })
+    const pod = buildPod({ uid: 'a' })
+    const spec = specFromVolume(fakeVolume('x', 'disk'))
+    for (const outer of added) dsw.addPodToVolume({ podName: 'a', pod, spec, outerVolumeSpecName: outer })
+    expect(dsw.getVolumesToMount().map((v) => v.outerVolumeSpecNames)).toEqual([names])
+    expect([...dsw.getVolumeNamesForPod('a').keys()].sort()).toEqual(names)
+  })
+
   it('markVolumesReportedInUse sets the listed volumes and clears all others', () => {
     const { dsw } = setup({ attachable: true })
     const pod = buildPod({ uid: 'a' })

@@ -12,6 +12,7 @@ import type { Clock } from '../clock.js'
 import { VolumeSpecError, errorMessage } from '../errors.js'
 import type { PluginManager } from '../plugins/plugin-manager.js'
 import { ChangeFeed } from './change-feed.js'
+import { flatString } from './flat-string.js'
 import { SmallMap } from './small-map.js'
 
 /** The kubelet keeps at most this many distinct errors per pod (an insert happens while size ≤ 10). */
@@ -42,22 +43,58 @@ export interface VolumeToMount {
 interface DesiredPod {
   pod: Pod
   spec: VolumeSpec
-  /** Sorted, without duplicates; shared with the views (never changed in place). */
-  outerNames: readonly string[]
+  /**
+   * Sorted, without duplicates. Nearly every pod volume has one name, kept as the string alone (an
+   * array for it cost more than the rest of the entry); a list is shared with the views, so it is
+   * never changed in place.
+   */
+  outerNames: string | readonly string[]
   mountRequestTime: number
 }
 
-interface DesiredVolume {
+/** What a desired volume is made of, apart from its pods. */
+interface DesiredVolumeFields {
+  readonly volumeName: UniqueVolumeName
+  readonly pluginName: string
+  readonly pluginIsAttachable: boolean
+  readonly pluginIsDeviceMountable: boolean
+  readonly volumeGidValue: string
+  readonly desiredSizeLimit: number | undefined
+  readonly persistentVolumeSize: number | undefined
+  readonly seLinuxLabel: string
+}
+
+/**
+ * A desired volume, which is also the map of its pods: nearly every volume has one pod, and a map
+ * object of its own for each of 100,000 volumes cost more than the volume's fields.
+ */
+class DesiredVolume extends SmallMap<UniquePodName, DesiredPod> {
   readonly volumeName: UniqueVolumeName
   readonly pluginName: string
   pluginIsAttachable: boolean
   readonly pluginIsDeviceMountable: boolean
   readonly volumeGidValue: string
-  reportedInUse: boolean
+  reportedInUse = false
   readonly desiredSizeLimit: number | undefined
   persistentVolumeSize: number | undefined
   readonly seLinuxLabel: string
-  readonly pods: SmallMap<UniquePodName, DesiredPod>
+
+  constructor(fields: DesiredVolumeFields) {
+    super()
+    this.volumeName = fields.volumeName
+    this.pluginName = fields.pluginName
+    this.pluginIsAttachable = fields.pluginIsAttachable
+    this.pluginIsDeviceMountable = fields.pluginIsDeviceMountable
+    this.volumeGidValue = fields.volumeGidValue
+    this.desiredSizeLimit = fields.desiredSizeLimit
+    this.persistentVolumeSize = fields.persistentVolumeSize
+    this.seLinuxLabel = fields.seLinuxLabel
+  }
+
+  /** The pods that use the volume. */
+  get pods(): SmallMap<UniquePodName, DesiredPod> {
+    return this
+  }
 }
 
 /** What the populator knows about a pod volume when it adds it. */
@@ -134,6 +171,8 @@ export class DesiredStateOfWorld {
         attachable || deviceMountable
           ? uniqueVolumeNameFromDevice(plugin.name, plugin.getVolumeName(spec))
           : uniqueVolumeNameForPod(plugin.name, podName, spec.name)
+      // The caches, the journal and every operation keep this name as long as the volume exists.
+      volumeName = flatString(volumeName)
     } catch (err) {
       throw new VolumeSpecError(
         `failed to GetUniqueVolumeNameFromSpec for volumeSpec "${spec.name}" using volume plugin "${plugin.name}" err=${errorMessage(err)}`,
@@ -154,24 +193,21 @@ export class DesiredStateOfWorld {
     }
     if (!volume) {
       const pvCapacity = spec.persistentVolume ? storageOf(spec.persistentVolume.spec?.capacity) : undefined
-      volume = {
+      volume = new DesiredVolume({
         volumeName,
         pluginName: plugin.name,
         pluginIsAttachable: attachable,
         pluginIsDeviceMountable: deviceMountable,
         volumeGidValue: volumeGidValueOf(spec),
-        reportedInUse: false,
         desiredSizeLimit: desiredSizeLimitOf(pod, spec),
         persistentVolumeSize: pvCapacity,
         seLinuxLabel,
-        pods: new SmallMap(),
-      }
+      })
       this.#volumes.set(volumeName, volume)
     }
     const existing = volume.pods.get(podName)
     const now = this.#clock.now()
-    const known = existing?.outerNames ?? []
-    const outerNames = known.includes(outerVolumeSpecName) ? known : [...known, outerVolumeSpecName].sort()
+    const outerNames = withOuterName(existing?.outerNames, outerVolumeSpecName)
     volume.pods.set(podName, {
       pod,
       spec,
@@ -269,7 +305,9 @@ export class DesiredStateOfWorld {
   getVolumesToMount(): VolumeToMount[] {
     const result: VolumeToMount[] = []
     for (const volume of this.#volumes.values()) {
-      for (const [podName, pod] of volume.pods) result.push(toView(volume, podName, pod))
+      volume.pods.forEach((pod, podName) => {
+        result.push(toView(volume, podName, pod))
+      })
     }
     return result
   }
@@ -278,7 +316,11 @@ export class DesiredStateOfWorld {
   getVolumesToMountFor(volumeName: UniqueVolumeName): VolumeToMount[] {
     const volume = this.#volumes.get(volumeName)
     if (!volume) return []
-    return [...volume.pods].map(([podName, pod]) => toView(volume, podName, pod))
+    const result: VolumeToMount[] = []
+    volume.pods.forEach((pod, podName) => {
+      result.push(toView(volume, podName, pod))
+    })
+    return result
   }
 
   /** The (volume, pod) pairs of one pod. */
@@ -311,7 +353,9 @@ export class DesiredStateOfWorld {
   getVolumeNamesForPod(podName: UniquePodName): Map<string, UniqueVolumeName> {
     const result = new Map<string, UniqueVolumeName>()
     for (const name of this.#podVolumes.get(podName) ?? []) {
-      for (const outer of this.#volumes.get(name)?.pods.get(podName)?.outerNames ?? []) result.set(outer, name)
+      const outerNames = this.#volumes.get(name)?.pods.get(podName)?.outerNames ?? []
+      if (typeof outerNames === 'string') result.set(outerNames, name)
+      else for (const outer of outerNames) result.set(outer, name)
     }
     return result
   }
@@ -347,6 +391,13 @@ export class DesiredStateOfWorld {
   }
 }
 
+/** The sorted outer names of a (volume, pod) with `name` added. */
+function withOuterName(known: string | readonly string[] | undefined, name: string): string | readonly string[] {
+  if (known === undefined || known === name) return name
+  if (typeof known === 'string') return [known, name].sort()
+  return known.includes(name) ? known : [...known, name].sort()
+}
+
 function toView(volume: DesiredVolume, podName: UniquePodName, pod: DesiredPod): VolumeToMount {
   return {
     volumeName: volume.volumeName,
@@ -354,7 +405,7 @@ function toView(volume: DesiredVolume, podName: UniquePodName, pod: DesiredPod):
     pod: pod.pod,
     spec: pod.spec,
     pluginName: volume.pluginName,
-    outerVolumeSpecNames: pod.outerNames,
+    outerVolumeSpecNames: typeof pod.outerNames === 'string' ? [pod.outerNames] : pod.outerNames,
     pluginIsAttachable: volume.pluginIsAttachable,
     pluginIsDeviceMountable: volume.pluginIsDeviceMountable,
     volumeGidValue: volume.volumeGidValue,

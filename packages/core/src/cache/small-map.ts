@@ -5,59 +5,77 @@
  * keeps a single entry inline and turns into a `Map` only for a second one. Insertion order is kept,
  * as a `Map` keeps it.
  */
+
+/** `#key` of a map with no entry. */
+const NONE: unique symbol = Symbol('none')
+/** `#key` of a map whose entries moved to the `Map` in `#value`. */
+const MANY: unique symbol = Symbol('many')
+
 export class SmallMap<K, V> implements ReadonlyMap<K, V> {
-  #size = 0
-  #key: K | undefined
-  #value: V | undefined
-  #map: Map<K, V> | undefined
+  // Two fields rather than key, value, size and map: every volume holds one of these per cache.
+  #key: K | typeof NONE | typeof MANY = NONE
+  #value: V | Map<K, V> | undefined = undefined
+
+  /** The `Map` holding the entries once there were two at a time; undefined before. */
+  get #map(): Map<K, V> | undefined {
+    return this.#key === MANY ? (this.#value as Map<K, V>) : undefined
+  }
 
   get size(): number {
-    return this.#map ? this.#map.size : this.#size
+    const map = this.#map
+    if (map) return map.size
+    return this.#key === NONE ? 0 : 1
   }
 
   has(key: K): boolean {
-    if (this.#map) return this.#map.has(key)
-    return this.#size === 1 && this.#key === key
+    const map = this.#map
+    return map ? map.has(key) : this.#key === key
   }
 
   get(key: K): V | undefined {
-    if (this.#map) return this.#map.get(key)
-    return this.#size === 1 && this.#key === key ? this.#value : undefined
+    const map = this.#map
+    if (map) return map.get(key)
+    return this.#key === key ? (this.#value as V) : undefined
   }
 
   set(key: K, value: V): this {
-    if (this.#map) {
-      this.#map.set(key, value)
-    } else if (this.#size === 0 || this.#key === key) {
+    const map = this.#map
+    if (map) {
+      map.set(key, value)
+    } else if (this.#key === NONE || this.#key === key) {
       this.#key = key
       this.#value = value
-      this.#size = 1
     } else {
-      this.#map = new Map([[this.#key as K, this.#value as V]])
-      this.#map.set(key, value)
-      this.#key = undefined
-      this.#value = undefined
+      this.#value = new Map([
+        [this.#key as K, this.#value as V],
+        [key, value],
+      ])
+      this.#key = MANY
     }
     return this
   }
 
   delete(key: K): boolean {
-    if (this.#map) return this.#map.delete(key)
-    if (this.#size === 1 && this.#key === key) {
-      this.#key = undefined
-      this.#value = undefined
-      this.#size = 0
-      return true
-    }
-    return false
+    const map = this.#map
+    if (map) return map.delete(key)
+    if (this.#key !== key) return false
+    this.#key = NONE
+    this.#value = undefined
+    return true
   }
 
-  *keys(): IterableIterator<K> {
-    for (const [key] of this) yield key
+  // Iteration without generators: the reconciler iterates these on every pass, and a generator
+  // with its result objects was most of the garbage a pass made.
+  keys(): IterableIterator<K> {
+    const map = this.#map
+    if (map) return map.keys()
+    return (this.#key === NONE ? [] : [this.#key as K]).values()
   }
 
-  *values(): IterableIterator<V> {
-    for (const [, value] of this) yield value
+  values(): IterableIterator<V> {
+    const map = this.#map
+    if (map) return map.values()
+    return (this.#key === NONE ? [] : [this.#value as V]).values()
   }
 
   entries(): IterableIterator<[K, V]> {
@@ -65,14 +83,17 @@ export class SmallMap<K, V> implements ReadonlyMap<K, V> {
   }
 
   forEach(callback: (value: V, key: K, map: ReadonlyMap<K, V>) => void, thisArg?: unknown): void {
-    for (const [key, value] of this) callback.call(thisArg, value, key, this)
+    const map = this.#map
+    if (map) {
+      for (const [key, value] of map) callback.call(thisArg, value, key, this)
+    } else if (this.#key !== NONE) {
+      callback.call(thisArg, this.#value as V, this.#key as K, this)
+    }
   }
 
-  *[Symbol.iterator](): IterableIterator<[K, V]> {
-    if (this.#map) {
-      yield* this.#map
-    } else if (this.#size === 1) {
-      yield [this.#key as K, this.#value as V]
-    }
+  [Symbol.iterator](): IterableIterator<[K, V]> {
+    const map = this.#map
+    if (map) return map.entries()
+    return (this.#key === NONE ? [] : [[this.#key as K, this.#value as V] as [K, V]]).values()
   }
 }

@@ -13,6 +13,7 @@ import type { DesiredStateOfWorld, VolumeToMount } from '../cache/desired-state.
 import type { Clock } from '../clock.js'
 import type { Logger, Metrics } from '../observability.js'
 import type { PodVolumeOnDisk } from '../reconstruction/scan.js'
+import type { MountRequestVolume } from '../operations/mount-operations.js'
 import type { OperationExecutor, OperationStart } from '../operations/operation-executor.js'
 
 export interface ReconcilerOptions {
@@ -160,14 +161,14 @@ export class Reconciler {
         case 'not-mounted':
         case 'remount-required': {
           const isRemount = check.status === 'remount-required'
-          this.#report('MountVolume', vtm.volumeName, executor.mountVolume({ ...vtm, devicePath: check.devicePath }, isRemount))
+          this.#report('MountVolume', vtm.volumeName, executor.mountVolume(mountRequest(vtm, check.devicePath), isRemount))
           break
         }
         case 'fs-resize-required':
           this.#report(
             'ExpandInUseVolume',
             vtm.volumeName,
-            executor.expandInUseVolume({ ...vtm, devicePath: check.devicePath }, check.currentSize),
+            executor.expandInUseVolume(mountRequest(vtm, check.devicePath), check.currentSize),
           )
           break
         case 'mounted':
@@ -178,7 +179,7 @@ export class Reconciler {
 
   #waitForVolumeAttach(vtm: VolumeToMount): void {
     const { executor } = this.#o
-    const request = { ...vtm, devicePath: '' }
+    const request = mountRequest(vtm, '')
     if (this.#o.controllerAttachDetach || !vtm.pluginIsAttachable) {
       // Waiting for the node status to list the volume is pointless before it is reported in use.
       if (vtm.pluginIsAttachable && !vtm.reportedInUse) {
@@ -193,8 +194,10 @@ export class Reconciler {
 
   #unmountDetachDevices(volumeName: UniqueVolumeName): void {
     const { dsw, asw, executor } = this.#o
+    // Nearly every volume a pass looks at is in use: say so without building its view.
+    if (asw.volumeHasPods(volumeName)) return
     const av = asw.getAttachedVolume(volumeName)
-    if (!av || av.mountedPods.length > 0) return
+    if (!av) return
     if (dsw.volumeExists(volumeName, av.seLinuxMountContext ?? '')) return
     if (executor.isOperationPending(volumeName)) return
     if (deviceMayBeMounted(av)) {
@@ -240,5 +243,30 @@ export class Reconciler {
   #report(what: string, volumeName: UniqueVolumeName, result: OperationStart): void {
     if (result.status === 'started') this.#o.logger.debug(`operationExecutor.${what} started`, { volume: volumeName })
     else if (result.status === 'generation-failed') this.#o.logger.error(result.error.message, { volume: volumeName })
+  }
+}
+
+/**
+ * The desired volume with the device path read from the actual state. Spelled out rather than
+ * spread: a spread copy gets the extra property in a separate backing store, and an operation keeps
+ * this object for as long as it runs.
+ */
+function mountRequest(vtm: VolumeToMount, devicePath: string): MountRequestVolume {
+  return {
+    volumeName: vtm.volumeName,
+    podName: vtm.podName,
+    pod: vtm.pod,
+    spec: vtm.spec,
+    pluginName: vtm.pluginName,
+    outerVolumeSpecNames: vtm.outerVolumeSpecNames,
+    pluginIsAttachable: vtm.pluginIsAttachable,
+    pluginIsDeviceMountable: vtm.pluginIsDeviceMountable,
+    volumeGidValue: vtm.volumeGidValue,
+    reportedInUse: vtm.reportedInUse,
+    desiredSizeLimit: vtm.desiredSizeLimit,
+    desiredPersistentVolumeSize: vtm.desiredPersistentVolumeSize,
+    seLinuxLabel: vtm.seLinuxLabel,
+    mountRequestTime: vtm.mountRequestTime,
+    devicePath,
   }
 }
