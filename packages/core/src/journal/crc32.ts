@@ -1,14 +1,6 @@
 /** CRC-32 (IEEE 802.3), for detecting torn or corrupt journal records. */
 
-const TABLE = (() => {
-  const table = new Uint32Array(256)
-  for (let n = 0; n < 256; n++) {
-    let c = n
-    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1
-    table[n] = c >>> 0
-  }
-  return table
-})()
+import { TABLE } from './crc32-table.js'
 
 /** The CRC-32 of `bytes`, as an unsigned 32-bit number. */
 export function crc32(bytes: Uint8Array): number {

@@ -1,7 +1,9 @@
 import { describe, expect, it } from 'vitest'
 import type { VolumeSpec } from '../api/volume-spec.js'
 import { crc32 } from './crc32.js'
-import { type JournalRecord, parseJournal, replay } from './journal.js'
+import { crc32Utf8 } from './crc32-utf8.js'
+import { type JournalRecord, type JournalVolume, parseJournal, replay } from './journal.js'
+import { JournalState } from './journal-state.js'
 
 const spec: VolumeSpec = { name: 'v', readOnly: false }
 const line = (record: JournalRecord): string => {
@@ -15,6 +17,20 @@ const setup: JournalRecord = { kind: 'setup', volume: 'p/v', pod: 'a', podUID: '
 describe('crc32', () => {
   it('matches the IEEE check value', () => {
     expect(crc32(new TextEncoder().encode('123456789'))).toBe(0xcbf43926)
+  })
+
+  it.each([
+    { name: 'empty', text: '' },
+    { name: 'ASCII', text: '{"kind":"setup","volume":"kubernetes.io/empty-dir/uid-v"}' },
+    { name: 'two-byte characters', text: 'größe ñ ©' },
+    { name: 'three-byte characters', text: 'ボリューム €' },
+    { name: 'a surrogate pair', text: 'disk 💾 ok' },
+    { name: 'a lone high surrogate', text: 'a\ud800b' },
+    { name: 'a lone low surrogate', text: 'a\udc00b' },
+    { name: 'a high surrogate at the end', text: 'ab\ud83d' },
+    { name: 'the edges of each UTF-8 length', text: '\u007f\u0080\u07ff\u0800\uffff\ud7ff\ue000' },
+  ])('of text equals the CRC of its UTF-8 bytes: $name', ({ text }) => {
+    expect(crc32Utf8(text)).toBe(crc32(new TextEncoder().encode(text)))
   })
 })
 
@@ -50,5 +66,59 @@ describe('replay', () => {
     expect(state.get('p/v')?.device?.path).toBe('/g/v')
     replay([{ kind: 'device-unmounted', volume: 'p/v' }, { kind: 'detached', volume: 'p/v' }], state)
     expect(state.size).toBe(0)
+  })
+})
+
+/** The live records of a replayed state, volume by volume: attachment, device, then set-ups. */
+function liveRecords(state: ReadonlyMap<string, JournalVolume>): JournalRecord[] {
+  const records: JournalRecord[] = []
+  for (const v of state.values()) {
+    if (v.attached) records.push({ kind: 'attached', volume: v.volume, spec: v.spec, devicePath: v.attached.devicePath })
+    if (v.device) records.push({ kind: 'device', volume: v.volume, spec: v.spec, ...v.device })
+    for (const [pod, p] of v.pods) records.push({ kind: 'setup', volume: v.volume, pod, ...p })
+  }
+  return records
+}
+
+describe('JournalState', () => {
+  const spec2: VolumeSpec = { name: 'v2', readOnly: true }
+  const setupB: JournalRecord = { kind: 'setup', volume: 'p/v', pod: 'b', podUID: 'b', outerName: 'w', spec: spec2, gid: '7' }
+  const other: JournalRecord = { kind: 'setup', volume: 'p/w', pod: 'a', podUID: 'a', outerName: 'w', spec, gid: '' }
+  const tornA: JournalRecord = { kind: 'torn-down', volume: 'p/v', pod: 'a' }
+  const tornB: JournalRecord = { kind: 'torn-down', volume: 'p/v', pod: 'b' }
+
+  // The state keeps a volume with one set-up and nothing else as that record; whatever the
+  // records, it must say what `replay` says and give back the same live records.
+  it.each([
+    { name: 'one set-up', records: [setup] },
+    { name: 'a set-up written again', records: [setup, setup] },
+    { name: 'a set-up torn down', records: [setup, tornA] },
+    { name: 'another pod torn down', records: [setup, tornB] },
+    { name: 'two pods, then one torn down', records: [setup, setupB, tornA] },
+    { name: 'two pods, both torn down', records: [setup, setupB, tornA, tornB] },
+    { name: 'a set-up, then the device', records: [other, setup, device] },
+    { name: 'a device, then a set-up', records: [device, setup] },
+    { name: 'attached, device and set-up', records: [attached, device, setup, setupB] },
+    { name: 'a device unmounted under a set-up', records: [setup, { kind: 'device-unmounted', volume: 'p/v' }] },
+    { name: 'a device unmounted and torn down', records: [device, setup, { kind: 'device-unmounted', volume: 'p/v' }, tornA] },
+    { name: 'detached', records: [attached, setup, other, { kind: 'detached', volume: 'p/v' }] },
+    { name: 'set up again after being forgotten', records: [setup, tornA, other, setupB] },
+  ] satisfies { name: string; records: JournalRecord[] }[])('agrees with replay: $name', ({ records }) => {
+    const state = new JournalState()
+    for (const record of records) state.apply(record)
+    const expected = replay(records)
+    expect(replay(state.records())).toEqual(expected)
+    // Compaction writes these records: byte for byte what the per-volume form gives.
+    expect(JSON.stringify(state.records())).toBe(JSON.stringify(liveRecords(expected)))
+    expect(state.recordCount).toBe(state.records().length)
+    for (const volume of ['p/v', 'p/w']) {
+      for (const pod of ['a', 'b']) expect(state.hasSetup(volume, pod)).toBe(expected.get(volume)?.pods.has(pod) ?? false)
+    }
+  })
+
+  it('writes a lone set-up back as the record it was given', () => {
+    const state = new JournalState()
+    state.apply(setup)
+    expect(JSON.stringify(state.records())).toBe(JSON.stringify([setup]))
   })
 })

@@ -15,8 +15,9 @@ import { isHostError } from '../errors.js'
 import type { Host } from '../host/host.js'
 import type { Logger } from '../observability.js'
 import { dirname } from '../paths.js'
-import { decodeUtf8, encodeUtf8 } from '../text.js'
-import { crc32 } from './crc32.js'
+import { decodeUtf8 } from '../text.js'
+import { crc32Utf8 } from './crc32-utf8.js'
+import { JournalState } from './journal-state.js'
 
 /** One record. Intents (`attach`, `device`, `setup`) are written before the step; the rest after it. */
 export type JournalRecord =
@@ -67,7 +68,22 @@ export interface JournalOptions {
 
 function encode(record: JournalRecord): string {
   const json = JSON.stringify(record)
-  return `${crc32(encodeUtf8(json)).toString(16).padStart(8, '0')} ${json}\n`
+  return `${crc32Utf8(json).toString(16).padStart(8, '0')} ${json}\n`
+}
+
+/** Records joined per chunk by {@link encodeAll}. */
+const ENCODE_CHUNK = 1000
+
+/**
+ * The lines of `records` as one text. Joined a chunk at a time: with 100,000 records in one group
+ * commit, every line lived until the last one was encoded and was copied by the collector on the
+ * way; a chunk's lines die as soon as the chunk is joined.
+ */
+function encodeAll(records: readonly JournalRecord[]): string {
+  if (records.length <= ENCODE_CHUNK) return records.map(encode).join('')
+  const chunks: string[] = []
+  for (let i = 0; i < records.length; i += ENCODE_CHUNK) chunks.push(records.slice(i, i + ENCODE_CHUNK).map(encode).join(''))
+  return chunks.join('')
 }
 
 /** Parses journal text: the valid records in order, and whether a torn or corrupt tail was dropped. */
@@ -81,7 +97,7 @@ export function parseJournal(text: string): { records: JournalRecord[]; dropped:
     const line = complete[i] as string
     const match = /^([0-9a-f]{8}) (.*)$/.exec(line)
     let record: JournalRecord | undefined
-    if (match && Number.parseInt(match[1] as string, 16) === crc32(encodeUtf8(match[2] as string))) {
+    if (match && Number.parseInt(match[1] as string, 16) === crc32Utf8(match[2] as string)) {
       try {
         record = JSON.parse(match[2] as string) as JournalRecord
       } catch {
@@ -138,32 +154,45 @@ export function replay(records: Iterable<JournalRecord>, state = new Map<UniqueV
   return state
 }
 
-/** The records that rebuild `state`. */
-function snapshotRecords(state: ReadonlyMap<UniqueVolumeName, JournalVolume>): JournalRecord[] {
-  const records: JournalRecord[] = []
-  for (const v of state.values()) {
-    if (v.attached) records.push({ kind: 'attached', volume: v.volume, spec: v.spec, devicePath: v.attached.devicePath })
-    if (v.device) records.push({ kind: 'device', volume: v.volume, spec: v.spec, ...v.device })
-    for (const [pod, p] of v.pods) records.push({ kind: 'setup', volume: v.volume, pod, ...p })
-  }
-  return records
+/**
+ * Records written together, and the one promise all their writers wait on. They succeed or fail
+ * together anyway; a promise and two resolving functions per record were most of what a node
+ * setting up 100,000 volumes at once held for its journal.
+ */
+interface Batch {
+  readonly records: JournalRecord[]
+  readonly done: Promise<void>
+  readonly resolve: () => void
+  readonly reject: (err: unknown) => void
+}
+
+function createBatch(): Batch {
+  let resolve!: () => void
+  let reject!: (err: unknown) => void
+  const done = new Promise<void>((res, rej) => {
+    resolve = res
+    reject = rej
+  })
+  return { records: [], done, resolve, reject }
 }
 
 export class VolumeJournal {
   readonly #o: JournalOptions
-  readonly #state: Map<UniqueVolumeName, JournalVolume>
+  readonly #state: JournalState
   #lines: number
   #bytes = 0
   #liveAtCompaction = 0
   #readOnly = false
-  readonly #queue: { record: JournalRecord; resolve: () => void; reject: (err: unknown) => void }[] = []
+  /** Records handed over since the last write began: the next write's batch. */
+  #next: Batch | undefined
   #writing = false
   #drained: Promise<void> = Promise.resolve()
 
-  private constructor(options: JournalOptions, state: Map<UniqueVolumeName, JournalVolume>, lines: number) {
+  private constructor(options: JournalOptions, records: readonly JournalRecord[]) {
     this.#o = options
-    this.#state = state
-    this.#lines = lines
+    this.#state = new JournalState()
+    for (const record of records) this.#state.apply(record)
+    this.#lines = records.length
   }
 
   /**
@@ -181,7 +210,7 @@ export class VolumeJournal {
     }
     const { records, dropped } = parseJournal(text)
     if (dropped > 0) logger.warn('Dropped torn or corrupt journal records', { path, dropped })
-    const journal = new VolumeJournal(options, replay(records), records.length)
+    const journal = new VolumeJournal(options, records)
     await host.mkdir(dirname(path), { recursive: true, mode: 0o700 })
     await journal.#compact()
     return journal
@@ -199,19 +228,19 @@ export class VolumeJournal {
       if (!isHostError(err, 'ENOENT')) throw err
     }
     const { records } = parseJournal(text)
-    const journal = new VolumeJournal(options, replay(records), records.length)
+    const journal = new VolumeJournal(options, records)
     journal.#readOnly = true
     return journal
   }
 
   /** What may exist on the machine, per volume (a copy). */
   volumes(): Map<UniqueVolumeName, JournalVolume> {
-    return replay(snapshotRecords(this.#state))
+    return replay(this.#state.records())
   }
 
   /** The journal holds a live set-up intent for this pod's use of the volume. */
   hasSetup(volume: UniqueVolumeName, pod: UniquePodName): boolean {
-    return this.#state.get(volume)?.pods.has(pod) ?? false
+    return this.#state.hasSetup(volume, pod)
   }
 
   /** Records in the file now. */
@@ -222,14 +251,15 @@ export class VolumeJournal {
   /**
    * Appends and syncs `record`; resolves once it is durable. Records that arrive while a write is
    * syncing are written together by the next one (group commit), so a thousand concurrent
-   * operations cost a handful of syncs, not a thousand.
+   * operations cost a handful of syncs, not a thousand. The records of one write share the
+   * returned promise: it settles for all of them at once, as their write does.
    */
   record(record: JournalRecord): Promise<void> {
     if (this.#readOnly) return Promise.reject(new Error('the journal was opened read-only'))
-    return new Promise((resolve, reject) => {
-      this.#queue.push({ record, resolve, reject })
-      if (!this.#writing) void this.#drain()
-    })
+    const batch = (this.#next ??= createBatch())
+    batch.records.push(record)
+    if (!this.#writing) void this.#drain()
+    return batch.done
   }
 
   /**
@@ -259,31 +289,30 @@ export class VolumeJournal {
   async #write(): Promise<void> {
     this.#writing = true
     try {
-      while (this.#queue.length > 0) {
-        const batch = this.#queue.splice(0)
-        const text = batch.map((b) => encode(b.record)).join('')
+      while (this.#next) {
+        const batch = this.#next
+        this.#next = undefined
+        const { records } = batch
+        const text = encodeAll(records)
         try {
           await this.#o.host.appendFile?.(this.#o.path, text, { sync: true })
         } catch (err) {
-          for (const b of batch) b.reject(err)
+          batch.reject(err)
           continue
         }
-        this.#lines += batch.length
+        this.#lines += records.length
         this.#bytes += text.length
-        replay(
-          batch.map((b) => b.record),
-          this.#state,
-        )
+        for (const record of records) this.#state.apply(record)
         // Counting the live records walks every volume: do it only when the file may have doubled.
         if (this.#lines > (this.#o.compactAfter ?? 1000) && this.#lines >= 2 * this.#liveAtCompaction) {
-          const live = snapshotRecords(this.#state).length
+          const live = this.#state.recordCount
           if (this.#lines >= 2 * live) {
             await this.#compact().catch((err: unknown) => this.#o.logger.warn('Journal compaction failed', { err: String(err) }))
           } else {
             this.#liveAtCompaction = live
           }
         }
-        for (const b of batch) b.resolve()
+        batch.resolve()
       }
     } finally {
       this.#writing = false
@@ -292,8 +321,8 @@ export class VolumeJournal {
 
   async #compact(): Promise<void> {
     const { host, path } = this.#o
-    const records = snapshotRecords(this.#state)
-    const text = records.map(encode).join('')
+    const records = this.#state.records()
+    const text = encodeAll(records)
     const tmp = `${path}.tmp`
     await host.writeFile(tmp, text, { mode: 0o600 })
     if (host.syncFile) await host.syncFile(tmp)

@@ -1,0 +1,129 @@
+/**
+ * What the journal's live records say, per volume, as the open journal keeps it in memory. It holds
+ * an entry for every volume set up on the node; nearly all of them are one pod's set-up and nothing
+ * else (no attachment, no device), and such a volume is kept as its set-up record alone instead of
+ * a {@link JournalVolume} with a map of one pod: half the memory, for the biggest of kubevol's
+ * per-volume structures after the two caches.
+ */
+import type { UniquePodName, UniqueVolumeName } from '../api/names.js'
+import { SmallMap } from '../cache/small-map.js'
+import type { JournalRecord, JournalVolume } from './journal.js'
+
+type SetupRecord = Extract<JournalRecord, { kind: 'setup' }>
+
+/** A volume whose only content is one pod's set-up, or the general form. */
+type Entry = SetupRecord | JournalVolume
+
+function isSetupRecord(entry: Entry): entry is SetupRecord {
+  return 'kind' in entry
+}
+
+/** The general form of an entry (a new object for a set-up record, the entry itself otherwise). */
+function expand(entry: Entry): JournalVolume {
+  if (!isSetupRecord(entry)) return entry
+  const pods: JournalVolume['pods'] = new SmallMap()
+  pods.set(entry.pod, { podUID: entry.podUID, outerName: entry.outerName, spec: entry.spec, gid: entry.gid })
+  return { volume: entry.volume, spec: entry.spec, pods }
+}
+
+export class JournalState {
+  readonly #volumes = new Map<UniqueVolumeName, Entry>()
+
+  /**
+   * Applies one record, with the rules of `replay`: a record carrying a spec makes it the volume's;
+   * a volume with no attachment, device or pod left is forgotten. The state keeps the record.
+   */
+  apply(r: JournalRecord): void {
+    const entry = this.#volumes.get(r.volume)
+    switch (r.kind) {
+      case 'setup':
+        if (entry === undefined || (isSetupRecord(entry) && entry.pod === r.pod)) {
+          this.#volumes.set(r.volume, r)
+        } else {
+          const v = this.#general(entry)
+          v.spec = r.spec
+          v.pods.set(r.pod, { podUID: r.podUID, outerName: r.outerName, spec: r.spec, gid: r.gid })
+        }
+        return
+      case 'attached': {
+        const v = entry === undefined ? this.#create(r.volume, r.spec) : this.#general(entry)
+        v.spec = r.spec
+        v.attached = { devicePath: r.devicePath }
+        return
+      }
+      case 'device': {
+        const v = entry === undefined ? this.#create(r.volume, r.spec) : this.#general(entry)
+        v.spec = r.spec
+        v.device = { devicePath: r.devicePath, path: r.path }
+        return
+      }
+      case 'torn-down':
+        if (entry === undefined) return
+        if (isSetupRecord(entry)) {
+          if (entry.pod === r.pod) this.#volumes.delete(r.volume)
+          return
+        }
+        entry.pods.delete(r.pod)
+        this.#forgetIfEmpty(entry)
+        return
+      case 'device-unmounted':
+        if (entry === undefined || isSetupRecord(entry)) return
+        entry.device = undefined
+        this.#forgetIfEmpty(entry)
+        return
+      case 'detached':
+        this.#volumes.delete(r.volume)
+        return
+    }
+  }
+
+  #create(volume: UniqueVolumeName, spec: JournalVolume['spec']): JournalVolume {
+    const v: JournalVolume = { volume, spec, pods: new SmallMap() }
+    this.#volumes.set(volume, v)
+    return v
+  }
+
+  #general(entry: Entry): JournalVolume {
+    if (!isSetupRecord(entry)) return entry
+    const v = expand(entry)
+    this.#volumes.set(v.volume, v)
+    return v
+  }
+
+  #forgetIfEmpty(v: JournalVolume): void {
+    if (!v.attached && !v.device && v.pods.size === 0) this.#volumes.delete(v.volume)
+  }
+
+  /** A live set-up record of this pod's use of the volume. */
+  hasSetup(volume: UniqueVolumeName, pod: UniquePodName): boolean {
+    const entry = this.#volumes.get(volume)
+    if (entry === undefined) return false
+    return isSetupRecord(entry) ? entry.pod === pod : entry.pods.has(pod)
+  }
+
+  /** Live records: every volume's attachment, device and set-ups, in that order per volume. */
+  records(): JournalRecord[] {
+    const records: JournalRecord[] = []
+    for (const v of this.#volumes.values()) {
+      if (isSetupRecord(v)) {
+        const { volume, pod, podUID, outerName, spec, gid } = v
+        records.push({ kind: 'setup', volume, pod, podUID, outerName, spec, gid })
+        continue
+      }
+      if (v.attached) records.push({ kind: 'attached', volume: v.volume, spec: v.spec, devicePath: v.attached.devicePath })
+      if (v.device) records.push({ kind: 'device', volume: v.volume, spec: v.spec, ...v.device })
+      for (const [pod, p] of v.pods) records.push({ kind: 'setup', volume: v.volume, pod, ...p })
+    }
+    return records
+  }
+
+  /** Number of live records, without building them. */
+  get recordCount(): number {
+    let count = 0
+    for (const entry of this.#volumes.values()) {
+      if (isSetupRecord(entry)) count++
+      else count += (entry.attached ? 1 : 0) + (entry.device ? 1 : 0) + entry.pods.size
+    }
+    return count
+  }
+}
