@@ -74,6 +74,30 @@ describe('PendingOperations', () => {
     expect((ops.retryAt(key('vol')) ?? 0) - clock.now()).toBe(500)
   })
 
+  it.each([
+    {
+      name: 'rejects',
+      operation: async (): Promise<void> => {
+        throw new Error('boom')
+      },
+    },
+    {
+      name: 'throws before returning a promise',
+      operation: (): Promise<void> => {
+        throw new Error('boom')
+      },
+    },
+  ])('an operation that $name ends, fails and backs off', async ({ operation }) => {
+    const clock = createFakeClock()
+    const ops = new PendingOperations({ clock })
+    const result = ops.run(key('vol'), 'op', operation)
+    expect(result.status).toBe('started')
+    if (result.status === 'started') await result.done
+    expect(ops.runningCount).toBe(0)
+    expect(ops.isOperationPending(key('vol'))).toBe(false)
+    expect(ops.lastFailure(key('vol'))).toMatchObject({ name: 'op', attempts: 1, durationMs: 500 })
+  })
+
   it('records the operation as pending before the first await', () => {
     const ops = new PendingOperations({ clock: createFakeClock() })
     ops.run(key('vol'), 'op', async () => {})
