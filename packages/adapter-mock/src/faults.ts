@@ -79,8 +79,11 @@ export class FaultInjector implements Faults {
     this.#busy = busy
   }
 
-  /** Runs `call` through the interceptors, then `real`. */
-  dispatch(call: HostCall, real: () => unknown): Promise<unknown> {
+  /**
+   * Runs the call of `method` (about `path`) through the interceptors, then `real`. The call's
+   * description is built only when an interceptor is there to see it.
+   */
+  dispatch(method: string, args: readonly unknown[], path: string | undefined, real: () => unknown): Promise<unknown> {
     const chain = this.#interceptors
     // No faults set (the usual case): the call itself, with its throw turned into a rejection.
     if (chain.length === 0) {
@@ -90,6 +93,7 @@ export class FaultInjector implements Faults {
         return Promise.reject(err)
       }
     }
+    const call: HostCall = path === undefined ? { method, args } : { method, args, path }
     const step = async (index: number): Promise<unknown> => {
       const interceptor = chain[index]
       return interceptor ? interceptor(call, () => step(index - 1)) : real()

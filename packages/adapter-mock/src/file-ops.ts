@@ -3,23 +3,18 @@
  * owners. Each is synchronous and throws a HostError with the errno the kernel would give.
  */
 import type { FileInfo } from '@kubevol/core'
-import { dirname, HostError, isHostError } from '@kubevol/core'
+import { dirname, HostError } from '@kubevol/core'
 import type { HostState } from './host-state.js'
 import { assertWritable } from './host-state.js'
-import { lookup, lookupExisting } from './lookup.js'
+import { lookup, lookupExisting, tryLookup } from './lookup.js'
 import type { FileNode, SpecialNodeType } from './nodes.js'
 import { fileInfo } from './nodes.js'
 import { encodeText } from './text.js'
 
 /** `lstat` (`follow` false) or `stat`: null when the path or a symlink's target does not exist. */
 export function statPath(state: HostState, path: string, follow: boolean): FileInfo | null {
-  try {
-    const result = lookup(state.table, path, { follow, syscall: follow ? 'stat' : 'lstat' })
-    return result.found ? fileInfo(result.found.node) : null
-  } catch (err) {
-    if (isHostError(err, 'ENOENT')) return null
-    throw err
-  }
+  const result = tryLookup(state.table, path, { follow, syscall: follow ? 'stat' : 'lstat' })
+  return result?.found ? fileInfo(result.found.node) : null
 }
 
 function makeDir(state: HostState, path: string, mode: number): void {
@@ -40,26 +35,35 @@ export function mkdir(state: HostState, path: string, options: { readonly recurs
   }
   if (!path.startsWith('/')) throw new HostError('EINVAL', 'mkdir', path, 'path is not absolute')
   // The common cases in one lookup: the directory exists, or only its last component is missing.
-  try {
-    const result = lookup(state.table, path, { follow: true, syscall: 'mkdir' })
-    if (result.found) {
-      if (result.found.node.type !== 'directory') throw new HostError('EEXIST', 'mkdir', path, 'file exists')
-      return
-    }
-    if (result.parent && !result.entry) {
-      makeDir(state, path, mode)
-      return
-    }
-  } catch (err) {
-    // A missing or dangling component on the way: create the parents one by one below.
-    if (!isHostError(err, 'ENOENT')) throw err
+  // A missing component on the way is an expected answer here, so it comes back as no result
+  // rather than as an error.
+  const result = tryLookup(state.table, path, { follow: true, syscall: 'mkdir' })
+  if (result?.found) {
+    if (result.found.node.type !== 'directory') throw new HostError('EEXIST', 'mkdir', path, 'file exists')
+    return
   }
+  if (result?.parent && !result.entry) {
+    makeDir(state, path, mode)
+    return
+  }
+  // A missing or dangling component on the way: create the parents one by one.
   const parts = path.split('/').filter((part) => part !== '')
+  let created = false
   for (let i = 1; i <= parts.length; i++) {
     const prefix = `/${parts.slice(0, i).join('/')}`
+    // Below a directory made just now nothing exists yet (it is empty and nothing is mounted on
+    // it), so the only lookup needed is makeDir's own; `.` and `..` lead elsewhere and are looked up.
+    const part = parts[i - 1]
+    if (part === '.' || part === '..') created = false
+    else if (created) {
+      makeDir(state, prefix, mode)
+      continue
+    }
     const found = lookup(state.table, prefix, { follow: true, syscall: 'mkdir' }).found
-    if (!found) makeDir(state, prefix, mode)
-    else if (found.node.type !== 'directory') {
+    if (!found) {
+      makeDir(state, prefix, mode)
+      created = true
+    } else if (found.node.type !== 'directory') {
       throw new HostError(i === parts.length ? 'EEXIST' : 'ENOTDIR', 'mkdir', path, i === parts.length ? 'file exists' : 'not a directory')
     }
   }

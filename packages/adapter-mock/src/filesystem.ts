@@ -5,7 +5,7 @@
  */
 import type { Clock } from '@kubevol/core'
 import type { DeviceNode, DirNode, FileNode, Inode, SpecialNode, SymlinkNode } from './nodes.js'
-import { subtree } from './nodes.js'
+import { noChildren, subtree } from './nodes.js'
 
 /** Linux's `new_encode_dev`: the `st_dev`/`st_rdev` number of `major:minor`. */
 export function makeDev(major: number, minor: number): number {
@@ -44,9 +44,6 @@ let movedDirectories = 0
 export function directoryMoves(): number {
   return movedDirectories
 }
-
-/** Nodes that are the root of a mount (a bind's source): unlinking one changes its table line. */
-export const mountRoots = new WeakSet<Inode>()
 
 export class Filesystem {
   readonly fstype: string
@@ -91,7 +88,22 @@ export class Filesystem {
   }
 
   newDir(mode: number): DirNode {
-    return { type: 'directory', children: new Map(), ...this.#base(mode) }
+    // Spelled out rather than spread from #base: directories are most of the nodes a node's worth
+    // of volumes makes, and a spread builds and copies a second object for each.
+    this.inodesUsed++
+    return {
+      type: 'directory',
+      children: noChildren,
+      ino: this.#nextIno++,
+      fs: this,
+      mode: mode & 0o7777,
+      uid: 0,
+      gid: 0,
+      mtimeMs: this.#clock.now(),
+      parent: null,
+      name: '',
+      isMountRoot: false,
+    }
   }
 
   newFile(mode: number, data: Uint8Array): FileNode {
@@ -116,7 +128,9 @@ export class Filesystem {
     if (node.type === 'directory' && node.children.size > 0) movedDirectories++
     node.parent = dir
     node.name = name
-    dir.children.set(name, node)
+    let children = dir.children as Map<string, Inode>
+    if (children === noChildren) dir.children = children = new Map()
+    children.set(name, node)
     this.touch(dir)
   }
 
@@ -124,8 +138,10 @@ export class Filesystem {
   unlink(node: Inode): void {
     const dir = node.parent
     if (!dir) return
-    if ((node.type === 'directory' && node.children.size > 0) || mountRoots.has(node)) movedDirectories++
-    dir.children.delete(node.name)
+    if ((node.type === 'directory' && node.children.size > 0) || node.isMountRoot) movedDirectories++
+    // The node is linked in `dir`, so this is the directory's own map, never the shared empty one.
+    const children = dir.children as Map<string, Inode>
+    children.delete(node.name)
     node.parent = null
     this.touch(dir)
   }
@@ -161,6 +177,7 @@ export class Filesystem {
       mtimeMs: this.#clock.now(),
       parent: null,
       name: '',
+      isMountRoot: false,
     }
   }
 }

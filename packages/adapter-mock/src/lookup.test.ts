@@ -96,4 +96,41 @@ describe('path resolution', () => {
     expect(await codeOf(host.mkdir('/dangling', { recursive: true }))).toBe('EEXIST')
     expect(host.exists('/tmp/nowhere')).toBe(false)
   })
+
+  it('a missing intermediate directory is ENOENT with the errno message where callers see it, and null from stat', async () => {
+    const host = createMemoryHost()
+    await expect(host.readFile('/missing/dir/f')).rejects.toThrow('ENOENT: open /missing/dir/f: no such file or directory')
+    expect(await host.stat('/missing/dir/f')).toBeNull()
+    expect(await host.lstat('/missing/dir/f')).toBeNull()
+  })
+
+  it.each([
+    { case: 'plain missing parents', path: '/a/b/c', made: ['/a/b/c'], absent: [] },
+    { case: '.. after a directory made on the way', path: '/a/new/../b', made: ['/a/new', '/a/b'], absent: ['/a/new/b'] },
+    { case: '. after a directory made on the way', path: '/a/new/./b', made: ['/a/new/b'], absent: [] },
+    { case: 'repeated slashes', path: '//a//b///c/', made: ['/a/b/c'], absent: [] },
+  ])('recursive mkdir creates the missing parents: $case', async ({ path, made, absent }) => {
+    const host = createMemoryHost()
+    await host.mkdir(path, { recursive: true })
+    for (const dir of made) expect(host.tree(dir)).toMatchObject({ type: 'directory' })
+    for (const dir of absent) expect(host.exists(dir)).toBe(false)
+  })
+
+  it('recursive mkdir through a dangling link fails with EEXIST and creates nothing', async () => {
+    const host = createMemoryHost()
+    await host.symlink('/tmp/target', '/link')
+    expect(await codeOf(host.mkdir('/link/sub/leaf', { recursive: true }))).toBe('EEXIST')
+    expect(host.exists('/tmp/target')).toBe(false)
+  })
+
+  it('directories that had no entry get their own (a link into one is not seen in another)', async () => {
+    const host = createMemoryHost()
+    await host.mkdir('/x')
+    await host.mkdir('/y')
+    await host.writeFile('/x/f', 'in x')
+    expect(await host.readdir('/x')).toEqual(['f'])
+    expect(await host.readdir('/y')).toEqual([])
+    await host.remove('/x/f')
+    expect(await host.readdir('/x')).toEqual([])
+  })
 })

@@ -52,58 +52,91 @@ export function crossMounts(table: MountTable, loc: Location): Location {
   return current
 }
 
-function up(loc: Location): Location {
-  let current = loc
-  while (current.node === current.mount.root && current.mount.parent && current.mount.mountpoint) {
-    current = { mount: current.mount.parent, node: current.mount.mountpoint }
-  }
-  if (current.node === current.mount.root) return current
-  return { mount: current.mount, node: current.node.parent ?? current.node }
-}
-
-function components(path: string): string[] {
-  return path.split('/').filter((part) => part !== '')
-}
-
 /**
  * Resolves `path`. Fails with EINVAL for a relative path, ENOENT when an intermediate component is
  * missing, ENOTDIR when one is not a directory, ELOOP after {@link maxSymlinks} links. A missing last
  * component is not an error: `entry` and `found` are null and `parent`/`name` say where it would be.
  */
 export function lookup(table: MountTable, path: string, options: LookupOptions): Lookup {
+  const result = tryLookup(table, path, options)
+  if (!result) throw new HostError('ENOENT', options.syscall, path, 'no such file or directory')
+  return result
+}
+
+/**
+ * {@link lookup}, but a missing intermediate component gives undefined instead of throwing ENOENT:
+ * callers for which a missing path is an expected answer (stat, `mkdir -p`) pay for no error and
+ * no stack trace. Every other failure throws as in {@link lookup}.
+ */
+export function tryLookup(table: MountTable, path: string, options: LookupOptions): Lookup | undefined {
   if (!path.startsWith('/')) throw new HostError('EINVAL', options.syscall, path, 'path is not absolute')
-  const root = crossMounts(table, { mount: table.root, node: table.root.root })
-  let current = root
-  let pending = components(path)
+  const rootMount = topmost(table, table.root, table.root.root)
+  const rootNode = rootMount.root
+  // The walk keeps its place as a mount and a node, and reads components straight from the string:
+  // no array of components and no location object per step. A symlink replaces what is left to walk
+  // with its target followed by the rest, as the kernel does.
+  let mount = rootMount
+  let node: Inode = rootNode
+  let rest = path
   let links = 0
-  let index = 0
-  while (index < pending.length) {
-    const name = pending[index++] as string
-    const isLast = index === pending.length
-    if (current.node.type !== 'directory') throw new HostError('ENOTDIR', options.syscall, path, 'not a directory')
+  let at = skipSlashes(rest, 0)
+  while (at < rest.length) {
+    const slash = rest.indexOf('/', at)
+    const end = slash < 0 ? rest.length : slash
+    const name = rest.slice(at, end)
+    at = skipSlashes(rest, end)
+    const isLast = at === rest.length
+    if (node.type !== 'directory') throw new HostError('ENOTDIR', options.syscall, path, 'not a directory')
     if (name === '.') continue
     if (name === '..') {
-      current = up(current)
+      // Climb out of mounts whose root we stand on, then to the parent directory (not above a root).
+      while (node === mount.root && mount.parent && mount.mountpoint) {
+        node = mount.mountpoint
+        mount = mount.parent
+      }
+      if (node !== mount.root) node = node.parent ?? node
       continue
     }
-    const dir = current as DirLocation
-    const child = dir.node.children.get(name)
+    const dirMount = mount
+    const dir = node
+    const child = dir.children.get(name)
     if (!child) {
-      if (isLast) return { parent: dir, name, entry: null, found: null }
-      throw new HostError('ENOENT', options.syscall, path, 'no such file or directory')
+      if (isLast) return { parent: { mount: dirMount, node: dir }, name, entry: null, found: null }
+      return undefined
     }
     if (child.type === 'symlink' && (!isLast || options.follow)) {
       if (++links > maxSymlinks) throw new HostError('ELOOP', options.syscall, path, 'too many levels of symbolic links')
-      pending = [...components(child.target), ...pending.slice(index)]
-      index = 0
-      if (child.target.startsWith('/')) current = root
+      rest = isLast ? child.target : `${child.target}/${rest.slice(at)}`
+      at = skipSlashes(rest, 0)
+      if (child.target.startsWith('/')) {
+        mount = rootMount
+        node = rootNode
+      }
       continue
     }
-    const found = crossMounts(table, { mount: dir.mount, node: child })
-    if (isLast) return { parent: dir, name, entry: child, found }
-    current = found
+    const over = table.covering(dirMount, child)
+    if (over) {
+      mount = topmost(table, over, over.root)
+      node = mount.root
+    } else {
+      node = child
+    }
+    if (isLast) return { parent: { mount: dirMount, node: dir }, name, entry: child, found: { mount, node } }
   }
-  return { parent: null, name: '', entry: current.node, found: current }
+  return { parent: null, name: '', entry: node, found: { mount, node } }
+}
+
+/** The topmost mount over `node` seen through `mount`, or `mount` itself when nothing covers it. */
+function topmost(table: MountTable, mount: Mount, node: Inode): Mount {
+  let current = mount
+  for (let over = table.covering(current, node); over; over = table.covering(current, current.root)) current = over
+  return current
+}
+
+function skipSlashes(text: string, from: number): number {
+  let i = from
+  while (i < text.length && text.charCodeAt(i) === 47) i++
+  return i
 }
 
 /** Resolves `path` and fails with ENOENT when it does not exist. */

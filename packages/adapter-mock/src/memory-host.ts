@@ -211,7 +211,7 @@ export class MemoryHost implements Host {
             table.invalidateEntries()
           }
         }
-    return (await this.#faults.dispatch(path === undefined ? { method, args } : { method, args, path }, work)) as T
+    return (await this.#faults.dispatch(method, args, path, work)) as T
   }
 
   lstat(path: string): Promise<FileInfo | null> {

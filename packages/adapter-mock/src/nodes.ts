@@ -22,13 +22,30 @@ interface NodeBase {
   /** The directory this node is linked in; null for a filesystem root and for a removed node. */
   parent: DirNode | null
   name: string
+  /**
+   * Set once the node is shown as the root of a mount (a filesystem's root, or a bind's source):
+   * unlinking it changes that mount's table line. A field rather than a weak set, which the garbage
+   * collector would have to walk on every major collection.
+   */
+  isMountRoot: boolean
 }
 
 /** A directory. */
 export interface DirNode extends NodeBase {
   readonly type: 'directory'
-  readonly children: Map<string, Inode>
+  /**
+   * The entries by name. Read-only to all but the filesystem's `link` and `unlink`: a directory that
+   * never had an entry shares {@link noChildren}, and gets a map of its own on its first link.
+   */
+  children: ReadonlyMap<string, Inode>
 }
+
+/**
+ * The children of every directory that never had one. Most directories of a node's worth of volumes
+ * stay empty (a tmpfs root, a mount point under a mount), and an empty map of their own would cost
+ * a few hundred bytes each for nothing.
+ */
+export const noChildren: ReadonlyMap<string, Inode> = new Map()
 
 /** A regular file. */
 export interface FileNode extends NodeBase {
