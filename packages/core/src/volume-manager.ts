@@ -425,6 +425,36 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
     return errors.length > 0 ? errors.join('; ') : null
   }
 
+  /**
+   * True when every name in `expected` has a mounted volume, exactly as {@link unmountedVolumes}
+   * decides it, without building the pod's mounted-volume views: a waiter asks after every change to
+   * its pod, and a pod's volumes mount one by one.
+   */
+  function allMounted(expected: readonly string[], podName: UniquePodName): boolean {
+    if (expected.length === 0) return true
+    const names = dsw.getVolumeNamesForPod(podName)
+    let undesired: Set<string> | undefined
+    for (const outer of expected) {
+      const volumeName = names.get(outer)
+      if (volumeName !== undefined && asw.getVolumeMountState(volumeName, podName) === 'mounted') continue
+      // Not mounted under the desired volume; a mounted volume the desired state does not list for
+      // the pod still counts under its own outer name, as getMountedVolumesForPod reports it.
+      undesired ??= mountedOuterNamesNotDesired(podName, names)
+      if (!undesired.has(outer)) return false
+    }
+    return true
+  }
+
+  /** The outer names of the pod's mounted volumes that `desired` (outer name → volume) does not list. */
+  function mountedOuterNamesNotDesired(podName: UniquePodName, desired: ReadonlyMap<string, UniqueVolumeName>): Set<string> {
+    const result = new Set<string>()
+    const mounted = asw.getMountedVolumesForPod(podName)
+    if (mounted.length === 0) return result
+    const desiredVolumes = new Set(desired.values())
+    for (const mv of mounted) if (!desiredVolumes.has(mv.volumeName)) result.add(mv.outerVolumeSpecName)
+    return result
+  }
+
   function unmountedVolumes(pod: Pod, podName: UniquePodName): string[] {
     const expected = expectedVolumeNames(pod)
     if (expected.length === 0) return []
@@ -633,7 +663,8 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
       schedulePopulate()
       return waitFor(
         podName,
-        () => unmountedVolumes(pod, podName).length === 0,
+        // The expected names are read once, when the wait starts, as the kubelet does.
+        () => allMounted(expected, podName),
         (cause) => {
           const unmounted = unmountedVolumes(pod, podName)
           const inDsw = dsw.getVolumesToMountForPod(podName)

@@ -68,7 +68,8 @@ export function generateMountVolume(ctx: OperationContext, vtm: MountRequestVolu
       } catch (err) {
         throw stepFailed('MountVolume.NewMounter initialization failed', subject, err, 'final')
       }
-      if (mountOptionsOf(spec).length > 0 && !plugin.supportsMountOption()) {
+      // Only a PV carries mount options: other volumes skip building the (empty) list.
+      if (spec.persistentVolume && mountOptionsOf(spec).length > 0 && !plugin.supportsMountOption()) {
         throw stepFailed('MountVolume.MountOptionSupport check failed', subject, 'mount options are not supported for this volume type', 'final')
       }
       const modes = accessModesOf(spec)
@@ -158,6 +159,7 @@ export function generateMountVolume(ctx: OperationContext, vtm: MountRequestVolu
 
 /** Binds every sub path the pod's containers mount from this volume (idempotent). */
 async function prepareSubPaths(ctx: OperationContext, vtm: VolumeToMount, volumePath: string): Promise<void> {
+  if (!usesSubPaths(vtm.pod)) return
   const mounts = subPathMounts(vtm.pod, vtm.outerVolumeSpecNames)
   if (mounts.length === 0) return
   const subPaths = ctx.host.subPaths
@@ -170,14 +172,36 @@ async function prepareSubPaths(ctx: OperationContext, vtm: VolumeToMount, volume
   }
 }
 
-/** The pod's runAsUser when every container agrees on one. */
+/**
+ * True when some container of the pod mounts a sub path (of any volume): the mount of every volume
+ * asks, and most pods have none, so this looks before {@link subPathMounts} builds its sets and lists.
+ */
+function usesSubPaths(pod: VolumeToMount['pod']): boolean {
+  for (const containers of [pod.spec?.initContainers, pod.spec?.containers]) {
+    for (const c of containers ?? []) {
+      for (const m of c.volumeMounts ?? []) if (m.subPath || m.subPathExpr) return true
+    }
+  }
+  return false
+}
+
+/** The pod's runAsUser when every container agrees on one (undefined also when there are no containers). */
 function commonRunAsUser(vtm: VolumeToMount): number | undefined {
   const podUser = vtm.pod.spec?.securityContext?.runAsUser
-  const users = new Set<number | undefined>()
-  for (const c of [...(vtm.pod.spec?.initContainers ?? []), ...(vtm.pod.spec?.containers ?? [])]) {
-    users.add(c.securityContext?.runAsUser ?? podUser)
+  // Compared as it goes (with a set's equality, NaN equal to itself) rather than collected in a set:
+  // this runs for every volume mount.
+  let seen = false
+  let common: number | undefined
+  for (const containers of [vtm.pod.spec?.initContainers, vtm.pod.spec?.containers]) {
+    for (const c of containers ?? []) {
+      const user = c.securityContext?.runAsUser ?? podUser
+      if (!seen) {
+        seen = true
+        common = user
+      } else if (user !== common && !(Number.isNaN(user) && Number.isNaN(common))) return undefined
+    }
   }
-  return users.size === 1 ? [...users][0] : undefined
+  return common
 }
 
 /**

@@ -98,6 +98,11 @@ export function createFakePlugin(options: FakePluginOptions = {}): FakePlugin {
   const interceptors: FakeInterceptor[] = []
 
   const step = async (call: FakeCall, work: () => Promise<void>): Promise<void> => {
+    // Without interceptors (most calls) the work itself, awaited as the chain would be: no chain built.
+    if (interceptors.length === 0) {
+      await work()
+      return
+    }
     const chain = interceptors.reduceRight<() => Promise<void>>((next, interceptor) => () => interceptor(call, next), work)
     await chain()
   }
