@@ -14,9 +14,19 @@
 import { createRequire } from 'node:module'
 import type * as Koffi from 'koffi'
 
+/**
+ * Async koffi calls in flight at once; the rest queue here. koffi keeps 8 sets of call memory
+ * (`resident_async_pools`) and maps a new set, stack and heap, for every call beyond them, then
+ * unmaps it: 2,000 statx calls issued 64 at a time took 141–174 ms with 32 in flight and 49 ms
+ * with 8 (node:fs lstat: 17–31 ms). So 8, or more with a bigger threadpool: a call stuck in the
+ * kernel keeps its place for good, and the host refuses new calls only once all threads but one
+ * are stuck, so there must be room for more stuck calls than that (koffi allows 256 in all).
+ */
+export function maxAsyncCalls(threadPoolSize = Number(process.env.UV_THREADPOOL_SIZE) || 4): number {
+  return Math.min(256, Math.max(8, threadPoolSize + 4))
+}
+
 /** What a system call returned: `ret` < 0 means failure, and `errno` says why. */
-/** Async koffi calls in flight at once, below koffi's own limit; the rest queue. */
-export const MAX_ASYNC_CALLS = 32
 
 export interface SysResult {
   readonly ret: number
@@ -221,6 +231,7 @@ function bind(koffi: KoffiModule): Libc {
   // koffi refuses new async calls past a fixed number in flight ("Too many asynchronous calls are
   // running"); a node with hundreds of volumes starts more than that at once. Calls beyond the limit
   // wait their turn here instead of failing.
+  const limit = maxAsyncCalls()
   let active = 0
   const waiting: (() => void)[] = []
   const release = (): void => {
@@ -230,7 +241,7 @@ function bind(koffi: KoffiModule): Libc {
   const async =
     (fn: KoffiFunction) =>
     async (...args: unknown[]): Promise<SysResult> => {
-      if (active >= MAX_ASYNC_CALLS) await new Promise<void>((resolve) => waiting.push(resolve))
+      if (active >= limit) await new Promise<void>((resolve) => waiting.push(resolve))
       active++
       try {
         return await new Promise((resolve, reject) => {

@@ -26,10 +26,26 @@ describeAsRoot('linux host: mounts on the real kernel', () => {
     const reads = host.mountTableReads
     for (let i = 0; i < 20; i++) expect(await host.isMountPoint(p('m'))).toBe(false)
     expect(host.mountTableReads).toBe(reads)
-    // A mount made behind the host's back (mount(8) in this namespace) is seen through poll(2).
+    // A mount made behind the host's back (mount(8) in this namespace): poll(2) says the table
+    // changed, so the snapshot no longer answers no; the kernel does (statx), with no read.
     execFileSync('mount', ['-t', 'tmpfs', 'tmpfs', p('m')])
     expect(await host.isMountPoint(p('m'))).toBe(true)
+    expect(host.mountTableReads).toBe(reads)
+    // Listed in the table once it is read; gone from it after the unmount, read again.
+    expect((await host.mounts()).some((e) => e.target === p('m'))).toBe(true)
     expect(host.mountTableReads).toBe(reads + 1)
+    expect(await host.isMountPoint(p('m'))).toBe(true)
+    execFileSync('umount', [p('m')])
+    expect(await host.isMountPoint(p('m'))).toBe(false)
+    expect(host.mountTableReads).toBe(reads + 2)
+  })
+
+  it('a mount point listed in an out-of-date table is checked against a fresh one', async () => {
+    const { host, p } = h()
+    await host.mkdir(p('m'))
+    execFileSync('mount', ['-t', 'tmpfs', 'tmpfs', p('m')])
+    expect(await host.isMountPoint(p('m'))).toBe(true)
+    // Unmounted behind the host's back: the snapshot still lists it, the answer must not.
     execFileSync('umount', [p('m')])
     expect(await host.isMountPoint(p('m'))).toBe(false)
   })

@@ -197,15 +197,7 @@ export class LinuxHost implements Host {
   }
 
   async writeFile(path: string, data: Uint8Array | string, options?: { readonly mode?: number }): Promise<void> {
-    const mode = options?.mode ?? 0o666
-    if (data.length === 0) {
-      // An empty file (a volume's ready marker) is one mknod(2), where open, write and close are
-      // three trips to the threadpool. One that exists is truncated below, as writeFile does.
-      const { ret, errno } = await this.#sys.raw('write', path, (l) => l.mknod(path, c.S_IFREG | (mode & 0o7777), 0))
-      if (ret === 0) return
-      if (errno !== osErrno.EEXIST) throw errnoError(errno, 'write', path)
-    }
-    await this.#sys.fs('write', path, () => writeFile(path, data, { mode }))
+    await this.#sys.fs('write', path, () => writeFile(path, data, { mode: options?.mode ?? 0o666 }))
   }
 
   async rename(from: string, to: string): Promise<void> {
@@ -311,39 +303,57 @@ export class LinuxHost implements Host {
   }
 
   /**
-   * True when `path` is a mount point. Answers from the mount table first, so the possibly hung
-   * filesystem mounted at `path` is not touched; only a path the table does not list is looked at,
-   * with one statx(2) on its parent's filesystem. ENOENT when missing.
+   * True when `path` is a mount point. A path the mount table lists is one, answered without
+   * touching the filesystem mounted there (a hung NFS mount point answers at once); the table is
+   * read again first when it may be out of date, since the mount may be gone. A path the table
+   * does not list is looked at with one call on its parent's filesystem: lstat when the table is
+   * current, else statx(2), whose STATX_ATTR_MOUNT_ROOT (Linux 5.8) also sees a mount made since
+   * the table was read, binds of the same filesystem included. ENOENT when missing.
+   *
+   * Callers do not wait for a table read to say no: during a burst of mounts the table is out of
+   * date nearly all the time, and every set-up's check used to queue behind a read of it.
    */
   async isMountPoint(path: string): Promise<boolean> {
-    // A target in the table is a real path (the kernel prints the directories it is mounted
-    // below), so the path as given naming one is that mount point: no system call at all. Only
-    // then is the parent resolved, for a path below a symlink (a root directory that is a link).
-    const targets = await this.#table.targets()
     const normalized = posix.resolve(path)
-    if (targets.has(normalized)) return true
-    const where = await this.#canonical(normalized)
-    if (where !== normalized && targets.has(where)) return true
-    // Not in the table: one statx(2) of the path, on the parent's filesystem unless a mount landed
-    // there after the table was read. The kernel says whether it is the root of a mount
-    // (STATX_ATTR_MOUNT_ROOT, Linux 5.8), which also sees a bind mount of the same filesystem.
-    const buf: Partial<StatxResult> = {}
-    const { ret, errno } = await this.#sys.raw('statx', where, (l) => l.statx(c.AT_FDCWD, where, c.AT_SYMLINK_NOFOLLOW | c.AT_STATX_DONT_SYNC, c.STATX_TYPE, buf))
-    if (ret < 0) {
-      if (errno === osErrno.ENOENT) throw new HostError('ENOENT', 'isMountPoint', path, 'no such file or directory')
-      throw errnoError(errno, 'statx', where)
+    let last = this.#table.lastTargets() ?? { targets: await this.#table.targets(), current: true }
+    const listed = async (p: string): Promise<boolean> => {
+      if (!last.targets.has(p)) return false
+      if (!last.current) last = { targets: await this.#table.targets(), current: true }
+      return last.targets.has(p)
     }
-    if (((buf.stx_mode ?? 0) & c.S_IFMT) === c.S_IFLNK) {
-      const resolved = await this.#sys.fs('realpath', where, () => realpath(where))
-      return targets.has(resolved)
+    // A target in the table is a real path (the kernel prints the directories it is mounted
+    // below): the path as given naming one is that mount point, with no call at all.
+    if (await listed(normalized)) return true
+    let where = normalized
+    if (last.current) {
+      // Resolve the parent, for a path below a symlink (a root directory that is a link).
+      where = await this.#canonical(normalized)
+      if (where !== normalized && (await listed(where))) return true
+      const info = await this.lstat(where)
+      if (!info) throw new HostError('ENOENT', 'isMountPoint', path, 'no such file or directory')
+      if (info.type !== 'symlink') return false
+    } else {
+      // The kernel resolves the path itself; no need to match it against a table that is behind.
+      const buf: Partial<StatxResult> = {}
+      const { ret, errno } = await this.#sys.raw('statx', where, (l) => l.statx(c.AT_FDCWD, where, c.AT_SYMLINK_NOFOLLOW | c.AT_STATX_DONT_SYNC, c.STATX_TYPE, buf))
+      if (ret < 0) {
+        if (errno === osErrno.ENOENT) throw new HostError('ENOENT', 'isMountPoint', path, 'no such file or directory')
+        throw errnoError(errno, 'statx', where)
+      }
+      if (((buf.stx_mode ?? 0) & c.S_IFMT) !== c.S_IFLNK) {
+        if ((BigInt(buf.stx_attributes_mask ?? 0) & MOUNT_ROOT) !== 0n) return (BigInt(buf.stx_attributes ?? 0) & MOUNT_ROOT) !== 0n
+        // An older kernel: the table, read again, or a device number that differs from the
+        // parent's (mount-utils' IsLikelyNotMountPoint test).
+        where = await this.#canonical(normalized)
+        if ((await this.#table.targets()).has(where)) return true
+        const info = await this.lstat(where)
+        const parent = where === '/' ? null : await this.lstat(where.slice(0, where.lastIndexOf('/')) || '/')
+        return info !== null && parent !== null && parent.dev !== info.dev
+      }
     }
-    if ((BigInt(buf.stx_attributes_mask ?? 0) & MOUNT_ROOT) !== 0n) return (BigInt(buf.stx_attributes ?? 0) & MOUNT_ROOT) !== 0n
-    // An older kernel: a device number that differs from the parent's is a mount point for
-    // certain (mount-utils' IsLikelyNotMountPoint test).
-    const info = await this.lstat(where)
-    if (!info) throw new HostError('ENOENT', 'isMountPoint', path, 'no such file or directory')
-    const parent = where === '/' ? undefined : await this.lstat(where.slice(0, where.lastIndexOf('/')) || '/')
-    return parent !== null && parent !== undefined && parent.dev !== info.dev
+    // The last component is a symlink: a mount point only if what it names is one.
+    const resolved = await this.#sys.fs('realpath', where, () => realpath(where))
+    return (await this.#table.targets()).has(resolved)
   }
 
   /** The mounts of the filesystem on `device` (a block device node), by its `major:minor`. */

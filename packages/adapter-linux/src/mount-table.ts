@@ -66,6 +66,17 @@ export class MountTable {
     return this.#index(this.#current ?? [])
   }
 
+  /**
+   * The targets of the last snapshot without waiting for a read, and whether the snapshot is
+   * current: read, and no change since its read began (the poll is asked now). Undefined before
+   * the first read.
+   */
+  lastTargets(): { readonly targets: ReadonlySet<string>; readonly current: boolean } | undefined {
+    if (!this.#current) return undefined
+    if (this.#changed()) this.#generation++
+    return { targets: this.#index(this.#current), current: this.#currentGeneration === this.#generation }
+  }
+
   #index(entries: readonly LinuxMountEntry[]): ReadonlySet<string> {
     if (this.#targetsOf !== entries) {
       this.#targetsOf = entries
