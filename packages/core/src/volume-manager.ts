@@ -152,6 +152,8 @@ export interface VolumeManager {
   /**
    * Resolves when every volume the pod's containers use is mounted; rejects with the pod's errors
    * or on timeout with "unmounted volumes=[...], unattached volumes=[...], failed to process volumes=[...]: ...".
+   * The volumes expected are read from `pod` when the wait starts, as the kubelet does: a pod
+   * changed in place afterwards does not change what this call waits for.
    */
   waitForAttachAndMount(pod: Pod, options?: WaitOptions): Promise<void>
   /** Resolves when no volume of the pod is mounted (uncertain ones do not count, as in the kubelet). */
