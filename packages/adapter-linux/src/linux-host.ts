@@ -183,8 +183,22 @@ export class LinuxHost implements Host {
     } catch (err) {
       if (!isMissing(err) || path === '/') throw err
     }
-    await this.#mkdirAll(dirname(path), mode)
+    await this.#mkdirParents(dirname(path), mode)
     return make()
+  }
+
+  // The missing parents in one node:fs recursive mkdir, which walks up and down the path without
+  // coming back to JavaScript between levels (a new pod's `volumes/<plugin>/<name>` is four levels).
+  // Shared like the rest: a sibling that needs the same parents waits for this call.
+  #mkdirParents(dir: string, mode: number): Promise<boolean> {
+    const running = this.#making.get(dir)
+    if (running) return running
+    const making = this.#sys
+      .fs('mkdir', dir, () => mkdir(dir, { recursive: true, mode }))
+      .then((created) => created !== undefined)
+      .finally(() => this.#making.delete(dir))
+    this.#making.set(dir, making)
+    return making
   }
 
   async readdir(path: string): Promise<readonly string[]> {
