@@ -26,11 +26,17 @@ function expand(entry: Entry): JournalVolume {
   return { volume: entry.volume, spec: entry.spec, pods }
 }
 
+function copyPods(pods: JournalVolume['pods']): JournalVolume['pods'] {
+  const copy: JournalVolume['pods'] = new SmallMap()
+  for (const [pod, p] of pods) copy.set(pod, p)
+  return copy
+}
+
 export class JournalState {
   readonly #volumes = new Map<UniqueVolumeName, Entry>()
 
   /**
-   * Applies one record, with the rules of `replay`: a record carrying a spec makes it the volume's;
+   * Applies one record: a record carrying a spec makes it the volume's;
    * a volume with no attachment, device or pod left is forgotten. The state keeps the record.
    */
   apply(r: JournalRecord): void {
@@ -99,6 +105,16 @@ export class JournalState {
     const entry = this.#volumes.get(volume)
     if (entry === undefined) return false
     return isSetupRecord(entry) ? entry.pod === pod : entry.pods.has(pod)
+  }
+
+  /** What may exist, per volume, in the general form (a copy: changing it changes nothing here). */
+  volumes(): Map<UniqueVolumeName, JournalVolume> {
+    const volumes = new Map<UniqueVolumeName, JournalVolume>()
+    for (const entry of this.#volumes.values()) {
+      const v = expand(entry)
+      volumes.set(v.volume, v === entry ? { ...v, pods: copyPods(v.pods) } : v)
+    }
+    return volumes
   }
 
   /** Live records: every volume's attachment, device and set-ups, in that order per volume. */

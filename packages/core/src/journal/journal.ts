@@ -10,7 +10,7 @@
  */
 import type { UniquePodName, UniqueVolumeName } from '../api/names.js'
 import type { VolumeSpec } from '../api/volume-spec.js'
-import { SmallMap } from '../cache/small-map.js'
+import type { SmallMap } from '../cache/small-map.js'
 import { isHostError } from '../errors.js'
 import type { Host } from '../host/host.js'
 import type { Logger } from '../observability.js'
@@ -114,44 +114,10 @@ export function parseJournal(text: string): { records: JournalRecord[]; dropped:
 }
 
 /** Applies records in order to the per-volume state. */
-export function replay(records: Iterable<JournalRecord>, state = new Map<UniqueVolumeName, JournalVolume>()): Map<UniqueVolumeName, JournalVolume> {
-  const volume = (name: UniqueVolumeName, spec?: VolumeSpec): JournalVolume | undefined => {
-    let v = state.get(name)
-    if (!v && spec) state.set(name, (v = { volume: name, spec, pods: new SmallMap() }))
-    if (v && spec) v.spec = spec
-    return v
-  }
-  for (const r of records) {
-    switch (r.kind) {
-      case 'attached': {
-        const v = volume(r.volume, r.spec)
-        if (v) v.attached = { devicePath: r.devicePath }
-        break
-      }
-      case 'device': {
-        const v = volume(r.volume, r.spec)
-        if (v) v.device = { devicePath: r.devicePath, path: r.path }
-        break
-      }
-      case 'setup':
-        volume(r.volume, r.spec)?.pods.set(r.pod, { podUID: r.podUID, outerName: r.outerName, spec: r.spec, gid: r.gid })
-        break
-      case 'torn-down':
-        state.get(r.volume)?.pods.delete(r.pod)
-        break
-      case 'device-unmounted': {
-        const v = state.get(r.volume)
-        if (v) v.device = undefined
-        break
-      }
-      case 'detached':
-        state.delete(r.volume)
-        break
-    }
-    const v = state.get(r.volume)
-    if (v && !v.attached && !v.device && v.pods.size === 0) state.delete(r.volume)
-  }
-  return state
+export function replay(records: Iterable<JournalRecord>): Map<UniqueVolumeName, JournalVolume> {
+  const state = new JournalState()
+  for (const record of records) state.apply(record)
+  return state.volumes()
 }
 
 /**
@@ -235,7 +201,7 @@ export class VolumeJournal {
 
   /** What may exist on the machine, per volume (a copy). */
   volumes(): Map<UniqueVolumeName, JournalVolume> {
-    return replay(this.#state.records())
+    return this.#state.volumes()
   }
 
   /** The journal holds a live set-up intent for this pod's use of the volume. */

@@ -24,6 +24,7 @@ import type { CsiVolumeCapability } from './csi-driver.js'
 import { classifyCsiError, isFinalCsiError } from './csi-error.js'
 import { accessModeOf, attachmentName, csiSourceOf, podInfoAttributes, readSecrets } from './requests.js'
 import { CSI_PLUGIN_NAME, type CsiRuntime, call, capabilitiesOf, driverObject, driverOf } from './runtime.js'
+import { nodeUnpublish } from './publish.js'
 import { removeMountDir } from './stage.js'
 import { type VolData, loadVolData, saveVolData } from './vol-data.js'
 
@@ -191,12 +192,7 @@ async function unmapPodDevice(rt: CsiRuntime, specName: string, podUID: string):
   const target = blockPublishPath(rt, specName, podUID)
   const data = await volDataOf(rt, specName)
   if (data) {
-    const driver = driverOf(rt, data.driverName)
-    try {
-      await call(rt, data.driverName, '/csi.v1.Node/NodeUnpublishVolume', (o) => driver.nodeUnpublishVolume({ volumeId: data.volumeHandle, targetPath: target }, o))
-    } catch (err) {
-      throw classifyCsiError('rpc NodeUnpublishVolume', err)
-    }
+    await nodeUnpublish(rt, data, target)
   } else if ((await host.lstat(target)) && (await host.isMountPoint(target))) {
     throw new Error(`cannot unpublish ${target}: ${blockPaths(rt, specName).dataDir}/vol_data.json is missing`)
   }

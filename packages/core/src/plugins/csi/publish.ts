@@ -14,7 +14,7 @@ import { classifyCsiError, isFinalCsiError } from './csi-error.js'
 import { accessModeOf, attachmentName, csiSourceOf, ephemeralVolumeHandle, lifecycleModesOf, podInfoAttributes, readSecrets, serviceAccountTokens } from './requests.js'
 import { CSI_PLUGIN_NAME, type CsiRuntime, call, capabilitiesOf, driverObject, driverOf, stagingPath } from './runtime.js'
 import { removeMountDir } from './stage.js'
-import { loadVolData, removeVolData, saveVolData } from './vol-data.js'
+import { type VolData, loadVolData, removeVolData, saveVolData } from './vol-data.js'
 
 /** The pod's volume directory and its `mount` target. */
 export function publishPaths(rt: CsiRuntime, podUID: string, specName: string): { dir: string; target: string } {
@@ -106,18 +106,23 @@ function fsGroupApplies(policy: string | undefined, fsType: string, spec: Volume
   return modes.length === 0 || (modes.length === 1 && modes[0] === 'ReadWriteOnce')
 }
 
+/** NodeUnpublishVolume of `target` for the volume `data` describes; its error classified as the kubelet's. */
+export async function nodeUnpublish(rt: CsiRuntime, data: VolData, target: string): Promise<void> {
+  const driver = driverOf(rt, data.driverName)
+  try {
+    await call(rt, data.driverName, '/csi.v1.Node/NodeUnpublishVolume', (o) => driver.nodeUnpublishVolume({ volumeId: data.volumeHandle, targetPath: target }, o))
+  } catch (err) {
+    throw classifyCsiError('rpc NodeUnpublishVolume', err)
+  }
+}
+
 /** NodeUnpublishVolume, then removes `mount`, vol_data.json and the volume directory. Idempotent. */
 export async function unpublishVolume(rt: CsiRuntime, podUID: string, specName: string): Promise<void> {
   const { host } = rt.context()
   const { dir, target } = publishPaths(rt, podUID, specName)
   const data = await loadVolData(host, dir)
   if (data) {
-    const driver = driverOf(rt, data.driverName)
-    try {
-      await call(rt, data.driverName, '/csi.v1.Node/NodeUnpublishVolume', (o) => driver.nodeUnpublishVolume({ volumeId: data.volumeHandle, targetPath: target }, o))
-    } catch (err) {
-      throw classifyCsiError('rpc NodeUnpublishVolume', err)
-    }
+    await nodeUnpublish(rt, data, target)
   } else if (await host.isMountPoint(target).catch(() => false)) {
     throw new Error(`cannot unpublish ${target}: ${dirname(target)}/vol_data.json is missing`)
   }
