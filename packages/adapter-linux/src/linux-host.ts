@@ -147,10 +147,10 @@ export class LinuxHost implements Host {
   }
 
   /**
-   * mkdir -p one directory per mkdir(2), the missing ancestors first. A pod's volumes set up at
-   * once all need the same missing parents (`pods/<uid>/volumes/<plugin>`): each parent is made by
-   * one call that the others wait for, not by every volume racing the same mkdir(2)s (with
-   * node's recursive mkdir, ten volumes of a new pod made about forty calls for five directories).
+   * mkdir -p with the creation of each directory shared: a pod's volumes set up at once all need
+   * the same missing parents (`pods/<uid>/volumes/<plugin>`), and each parent is made by one call
+   * that the others wait for, not by every volume racing the same mkdir(2)s (node's recursive
+   * mkdir per volume made about forty calls for five directories, for ten volumes of a new pod).
    * Resolves true when `path` itself was made here, false when it existed.
    */
   #mkdirAll(path: string, mode: number): Promise<boolean> {
