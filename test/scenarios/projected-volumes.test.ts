@@ -1,6 +1,6 @@
 /** configMap, secret, downwardAPI and projected volumes (SPEC §7.6) through the whole manager, on the in-memory host. */
 import { createMemoryHost } from '@kubevol/adapter-mock'
-import type { Pod, ServiceAccountToken, TokenSource, Volume } from '@kubevol/core'
+import type { ObjectReader, Pod, ServiceAccountToken, TokenSource, Volume } from '@kubevol/core'
 import { createPaths, createPluginManager, silentLogger, silentMetrics, silentRecorder } from '@kubevol/core'
 import { buildPod, createFakeClock, createMemoryObjectReader } from '@kubevol/core/testing'
 import { afterEach, describe, expect, it } from 'vitest'
@@ -285,6 +285,62 @@ describe('projected volumes', () => {
 })
 
 describe('refresh without a pod sync', () => {
+  /** Ended set-ups per pod. */
+  const setUps = (h: H) => {
+    const count: Record<string, number> = {}
+    for (const o of h.operations) if (o.name === 'volume_mount' && o.endedAt !== undefined) count[o.podName] = (count[o.podName] ?? 0) + 1
+    return count
+  }
+
+  it('leaves volumes built from announced objects and the pod alone, and sets up again only the pods that read a changed object', async () => {
+    const h = start()
+    h.objects.put('ConfigMap', { metadata: { name: 'app', namespace: 'default' }, data: { level: 'info' } })
+    h.objects.put('ConfigMap', { metadata: { name: 'other', namespace: 'default' }, data: { x: '1' } })
+    h.objects.put('Secret', { metadata: { name: 'db', namespace: 'default' }, data: { password: btoa('s3cret') } })
+    const labels = { name: 'info', downwardAPI: { items: [{ path: 'labels', fieldRef: { fieldPath: 'metadata.labels' } }] } }
+    await h.addPodAndWait(buildPod({ uid: 'a', volumes: [configMapVolume()] }))
+    await h.addPodAndWait(buildPod({ uid: 'b', volumes: [configMapVolume({ name: 'other' })] }))
+    await h.addPodAndWait(buildPod({ uid: 'c', volumes: [{ name: 'creds', secret: { secretName: 'db' } }, labels] }))
+    await h.addPodAndWait(buildPod({ uid: 'd', volumes: [{ name: 'all', projected: { sources: [{ configMap: { name: 'app' } }, { downwardAPI: labels.downwardAPI }] } }] }))
+    // The same ConfigMap name in another namespace is another object.
+    const elsewhere = buildPod({ uid: 'e', volumes: [configMapVolume()] })
+    h.objects.put('ConfigMap', { metadata: { name: 'app', namespace: 'team' }, data: { level: 'info' } })
+    await h.addPodAndWait({ ...elsewhere, metadata: { ...elsewhere.metadata, namespace: 'team' } })
+    const settled = setUps(h)
+    expect(settled).toEqual({ a: 1, b: 1, c: 2, d: 1, e: 1 })
+
+    // Two pod sync periods and more: nothing changed, nothing is set up again.
+    await h.clock.advance(125_000)
+    expect(setUps(h)).toEqual(settled)
+
+    h.objects.put('ConfigMap', { metadata: { name: 'app', namespace: 'default' }, data: { level: 'debug' } })
+    await h.advanceUntil(() => (setUps(h).d ?? 0) > 1 && (setUps(h).a ?? 0) > 1)
+    await h.manager.waitForIdle()
+    expect(setUps(h)).toEqual({ a: 2, b: 1, c: 2, d: 2, e: 1 })
+    expect(await read(h, `${dirOf('configmap', 'cfg')}/level`)).toBe('debug')
+    expect(await read(h, `${dirOf('projected', 'all', 'd')}/level`)).toBe('debug')
+    expect(await read(h, `${dirOf('configmap', 'cfg', 'e')}/level`)).toBe('info')
+  })
+
+  it('sets every such volume up again each pod sync period when the reader finds changes only by reading', async () => {
+    const clock = createFakeClock(Date.UTC(2026, 10, 29, 10, 0, 0))
+    const store = createMemoryObjectReader()
+    // A reader like the agent's API reader: reads with no change announcements.
+    const reading: ObjectReader = { ...store, subscribe: undefined, announcesChanges: undefined }
+    current = scenario({ clock, plugins: [createConfigMapPlugin()], manager: { objects: reading } })
+    current.start()
+    const h = current as H
+    store.put('ConfigMap', { metadata: { name: 'app', namespace: 'default' }, data: { level: 'info' } })
+    await h.addPodAndWait(buildPod({ uid: 'a', volumes: [configMapVolume()] }))
+    store.put('ConfigMap', { metadata: { name: 'app', namespace: 'default' }, data: { level: 'debug' } })
+    await h.clock.advance(55_000)
+    expect(await read(h, `${dirOf('configmap', 'cfg')}/level`)).toBe('info')
+    await h.advanceUntil(() => (setUps(h).a ?? 0) > 1, { maxMs: 10_000 })
+    expect(await read(h, `${dirOf('configmap', 'cfg')}/level`)).toBe('debug')
+    await h.clock.advance(60_000)
+    expect(setUps(h).a).toBe(3)
+  })
+
   it('follows a label change as soon as the pod source announces it', async () => {
     const h = start()
     const base = buildPod({ uid: 'a', volumes: [{ name: 'info', downwardAPI: { items: [{ path: 'labels', fieldRef: { fieldPath: 'metadata.labels' } }] } }] })

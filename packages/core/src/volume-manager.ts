@@ -30,8 +30,9 @@ import { createPaths, type Paths } from './paths.js'
 import { type PluginManager, createPluginManager } from './plugins/plugin-manager.js'
 import type { VolumePlugin } from './plugins/plugin.js'
 import type { TokenSource } from './plugins/token-source.js'
+import { isVolumeContentKind, podVolumesRead } from './populator/object-references.js'
 import { Populator } from './populator/populator.js'
-import type { ObjectReader, PodSource } from './populator/sources.js'
+import type { ObjectReader, ObjectReference, PodSource } from './populator/sources.js'
 import { Reconciler } from './reconciler/reconciler.js'
 import { VolumeJournal } from './journal/journal.js'
 import { type OrphanCleanupReport, cleanupOrphanedPodDirs } from './reconstruction/orphans.js'
@@ -69,8 +70,10 @@ export interface VolumeManagerOptions {
   readonly resyncPeriodMs?: number
   /**
    * How often volumes that are set up again on every sync (configMap, secret, downwardAPI,
-   * projected) are refreshed when no event asked for it; 0 turns it off. @default 60000 (the
-   * kubelet's pod sync period)
+   * projected) are refreshed when no event asked for it; 0 turns it off. With an object reader
+   * that `announcesChanges` (and not in `pollingCompat`), only volumes whose content no event
+   * announces are (a projected service account token); the others are set up again when the pod
+   * or an object they read changes. @default 60000 (the kubelet's pod sync period)
    */
   readonly remountPeriodMs?: number
   /**
@@ -401,6 +404,19 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
     for (const pod of dsw.podsRequiringRemount()) populator.reprocessPod(pod)
     schedulePopulate()
   }
+  // A ConfigMap or Secret that changed: the pods whose volumes read it. Any other change, or one the
+  // reader cannot name: every pod with such volumes (and a pass, for pods waiting for a claim).
+  const onObjectChange = (changed?: ObjectReference): void => {
+    if (!changed || !isVolumeContentKind(changed.kind)) {
+      reprocessRemountPods()
+      return
+    }
+    for (const uid of dsw.podsRequiringRemount()) {
+      const pod = options.podSource.getPodByUID(uid)
+      if (pod && podVolumesRead(pod, changed)) populator.reprocessPod(uid)
+    }
+    schedulePopulate()
+  }
   // A pod changed: that pod alone is looked at again (and set up again when its volumes require it),
   // as the kubelet syncs the pod that changed; without a UID, every pod.
   const onPodChange = (uid?: string): void => {
@@ -600,7 +616,7 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
           if (options.objects.subscribe) {
             // A changed ConfigMap, Secret, ... refreshes the volumes built from objects (the kubelet does
             // this on each pod sync); a changed claim may unblock a pod waiting for it.
-            unsubscribe.push(options.objects.subscribe(reprocessRemountPods))
+            unsubscribe.push(options.objects.subscribe(onObjectChange))
           }
           const resync = (): void => {
             reconciler.queueResync()
@@ -615,11 +631,15 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
           setTimer(resyncPeriodMs, resync)
         }
         // The kubelet's pod sync period: what no event announces (a token at 80% of its lifetime,
-        // a projected source outside the object reader) is refreshed at least this often.
+        // every object read through a reader that finds changes only by reading) is refreshed at
+        // least this often. With a reader that announces changes, volumes built only from objects
+        // and the pod are left to those events: steady-state work follows changes, not node size.
         const remountPeriodMs = options.remountPeriodMs ?? 60_000
+        const eventsSuffice = !polling && options.objects.announcesChanges === true && options.objects.subscribe !== undefined
         if (remountPeriodMs > 0) {
           const remount = (): void => {
-            reprocessRemountPods()
+            for (const pod of dsw.podsRequiringRemount({ timedOnly: eventsSuffice })) populator.reprocessPod(pod)
+            schedulePopulate()
             setTimer(remountPeriodMs, remount)
           }
           setTimer(remountPeriodMs, remount)

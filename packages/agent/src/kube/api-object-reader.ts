@@ -13,6 +13,7 @@ import {
   type Node,
   NotFoundError,
   type ObjectReader,
+  type ObjectReference,
   type PersistentVolume,
   type PersistentVolumeClaim,
   type Secret,
@@ -34,8 +35,23 @@ export interface ApiObjectReaderOptions {
   readonly onRestart?: (resource: string, reason: string) => void
 }
 
+/** The kinds the reader serves, by API resource. */
+const KINDS: Readonly<Record<string, string>> = {
+  persistentvolumeclaims: 'PersistentVolumeClaim',
+  persistentvolumes: 'PersistentVolume',
+  configmaps: 'ConfigMap',
+  secrets: 'Secret',
+  'csidrivers.storage.k8s.io': 'CSIDriver',
+  'volumeattachments.storage.k8s.io': 'VolumeAttachment',
+}
+
+/**
+ * Changes are found by reading again after the TTL, not announced by the server, so the reader
+ * does not claim `announcesChanges`: volumes built from objects are set up again every pod sync
+ * period, and those reads find the changes, which are then announced by name.
+ */
 export interface ApiObjectReader extends ObjectReader {
-  subscribe(listener: () => void): () => void
+  subscribe(listener: (changed?: ObjectReference) => void): () => void
   /** Watches this node's Node object. */
   readonly nodeInformer: Informer
   /**
@@ -62,16 +78,17 @@ export function createApiObjectReader(options: ApiObjectReaderOptions): ApiObjec
   const clock = options.clock ?? systemClock
   const cache = new Map<string, Entry>()
   const versions = new Map<string, string>()
-  const listeners = new Set<() => void>()
+  const listeners = new Set<(changed?: ObjectReference) => void>()
   let node: Node | undefined
 
-  const notify = (): void => {
-    for (const listener of [...listeners]) listener()
+  const notify = (changed: ObjectReference): void => {
+    for (const listener of [...listeners]) listener(changed)
   }
 
   /** Reads through the cache; a changed resourceVersion since the last read is announced. */
   const read = <T>(resource: string, namespace: string | undefined, name: string, fetch: () => Promise<unknown>): Promise<T> => {
     const key = `${resource}/${namespace ?? ''}/${name}`
+    const changed: ObjectReference = { kind: KINDS[resource] ?? resource, namespace, name }
     const now = clock.now()
     const hit = cache.get(key)
     if (hit && now - hit.at < options.ttlMs) return hit.promise as Promise<T>
@@ -81,14 +98,14 @@ export function createApiObjectReader(options: ApiObjectReaderOptions): ApiObjec
         const version = plain.metadata?.resourceVersion ?? ''
         const before = versions.get(key)
         versions.set(key, version)
-        if (before !== undefined && before !== version) queueMicrotask(notify)
+        if (before !== undefined && before !== version) queueMicrotask(() => notify(changed))
         return plain
       },
       (err: unknown) => {
         // Failures are not kept: the next read asks again.
         cache.delete(key)
         if (statusCodeOf(err) === 404) {
-          if (versions.delete(key)) queueMicrotask(notify)
+          if (versions.delete(key)) queueMicrotask(() => notify(changed))
           throw new NotFoundError(resource, name, { cause: err })
         }
         throw new Error(`reading ${resource} ${namespace ? `${namespace}/` : ''}${name}: ${apiErrorMessage(err)}`, { cause: err })

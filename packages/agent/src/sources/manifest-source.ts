@@ -232,6 +232,8 @@ export function createManifestSource(options: ManifestSourceOptions): ManifestSo
       getConfigMap: (ns, name) => get<ConfigMap>('ConfigMap', ns, name, 'configmaps'),
       getSecret: (ns, name) => get<Secret>('Secret', ns, name, 'secrets'),
       getCSIDriver: (name) => get<CSIDriver>('CSIDriver', undefined, name, 'csidrivers.storage.k8s.io'),
+      // Every change the directory's files make is announced once a scan finds it.
+      announcesChanges: true,
       subscribe(listener) {
         objectListeners.add(listener)
         return () => objectListeners.delete(listener)

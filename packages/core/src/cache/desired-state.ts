@@ -132,8 +132,11 @@ export class DesiredStateOfWorld {
   readonly #podErrors = new Map<UniquePodName, Set<string>>()
   /** Pod → volumes it is in, so per-pod questions do not scan every volume. */
   readonly #podVolumes = new Map<UniquePodName, Set<UniqueVolumeName>>()
-  /** Pod → its volumes whose plugin sets them up again on every sync (configMap, secret, ...). */
-  readonly #remountVolumes = new Map<UniquePodName, Set<UniqueVolumeName>>()
+  /**
+   * Pod → its volumes whose plugin sets them up again on every sync (configMap, secret, ...), each
+   * with true when only the remount period sees its content change (see `refreshOnEvents`).
+   */
+  readonly #remountVolumes = new Map<UniquePodName, Map<UniqueVolumeName, boolean>>()
   readonly #plugins: PluginManager
   readonly #clock: Clock
   #seLinuxEnabled = false
@@ -220,8 +223,8 @@ export class DesiredStateOfWorld {
     podVolumes.add(volumeName)
     if (plugin.requiresRemount(spec)) {
       let remount = this.#remountVolumes.get(podName)
-      if (!remount) this.#remountVolumes.set(podName, (remount = new Set()))
-      remount.add(volumeName)
+      if (!remount) this.#remountVolumes.set(podName, (remount = new Map()))
+      remount.set(volumeName, plugin.refreshOnEvents?.(spec) !== true)
     }
     this.changes.emit(volumeName, podName)
     return volumeName
@@ -242,9 +245,22 @@ export class DesiredStateOfWorld {
     this.changes.emit(volumeName, podName)
   }
 
-  /** Pods with a volume whose plugin sets it up again on every sync: they see object changes. */
-  podsRequiringRemount(): UniquePodName[] {
-    return [...this.#remountVolumes.keys()]
+  /**
+   * Pods with a volume whose plugin sets it up again on every sync: they see object changes. With
+   * `timedOnly`, only those with such a volume whose content no event announces (a token).
+   */
+  podsRequiringRemount(options?: { readonly timedOnly?: boolean }): UniquePodName[] {
+    if (!options?.timedOnly) return [...this.#remountVolumes.keys()]
+    const pods: UniquePodName[] = []
+    for (const [podName, volumes] of this.#remountVolumes) {
+      for (const timed of volumes.values()) {
+        if (timed) {
+          pods.push(podName)
+          break
+        }
+      }
+    }
+    return pods
   }
 
   /** The pod has a volume whose plugin sets it up again on every sync. */

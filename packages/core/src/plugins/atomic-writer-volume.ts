@@ -49,6 +49,11 @@ export interface AtomicWriterVolumeDefinition {
   readonly nodeAllocatable?: ResourceList
   /** Builds the payload; runs before anything is made on disk, so its errors leave no trace. */
   buildPayload(request: PayloadRequest): Promise<Payload>
+  /**
+   * The payload depends only on the pod and on objects the ObjectReader serves (see
+   * {@link VolumePlugin.refreshOnEvents}). @default false: set up again every remount period
+   */
+  refreshOnEvents?(spec: VolumeSpec): boolean
   /** Called after a pod's volume was torn down. */
   onTearDown?(podUID: string): void
 }
@@ -82,6 +87,7 @@ export function createAtomicWriterVolumePlugin(definition: AtomicWriterVolumeDef
     canSupport: (spec) => spec.volume?.[definition.sourceKey] !== undefined,
     getVolumeName: (spec) => spec.name,
     requiresRemount: () => true,
+    refreshOnEvents: (spec) => definition.refreshOnEvents?.(spec) ?? false,
     supportsMountOption: () => false,
     supportsSELinuxContextMount: () => false,
     newMounter(spec, pod): Mounter {

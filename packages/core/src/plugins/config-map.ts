@@ -56,6 +56,8 @@ export function createConfigMapPlugin(): VolumePlugin {
   return createAtomicWriterVolumePlugin({
     name: CONFIG_MAP_PLUGIN_NAME,
     sourceKey: 'configMap',
+    // From one object: its events say when the files change.
+    refreshOnEvents: () => true,
     medium: 'disk',
     buildPayload: ({ spec, pod, context }) =>
       configMapSourcePayload(context, pod.metadata.namespace ?? 'default', spec.volume?.configMap ?? {}, spec.volume?.configMap?.defaultMode ?? DEFAULT_FILE_MODE),

@@ -47,6 +47,8 @@ export function createDownwardAPIPlugin(options: AtomicWriterPluginOptions = {})
   return createAtomicWriterVolumePlugin({
     name: DOWNWARD_API_PLUGIN_NAME,
     sourceKey: 'downwardAPI',
+    // From the pod alone: its events say when the files change.
+    refreshOnEvents: () => true,
     medium: 'memory',
     nodeAllocatable: options.nodeAllocatable,
     async buildPayload({ spec, pod }) {

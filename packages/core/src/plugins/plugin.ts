@@ -141,6 +141,14 @@ export interface VolumePlugin {
   getVolumeName(spec: VolumeSpec): string
   /** SetUp must run again when the pod is re-synced (configMap, secret, projected, downwardAPI). */
   requiresRemount(spec: VolumeSpec): boolean
+  /**
+   * For a volume that `requiresRemount`: true when its content is built only from the pod and from
+   * objects the ObjectReader serves, so a reader that announces changes says when to set it up
+   * again (configMap, secret, downwardAPI, projected without a token). False or absent when the
+   * content also changes with time or comes from elsewhere (a service account token, a CSI driver
+   * asking for republish): such a volume is set up again every `remountPeriodMs` whatever the reader.
+   */
+  refreshOnEvents?(spec: VolumeSpec): boolean
   supportsMountOption(): boolean
   supportsSELinuxContextMount?(spec: VolumeSpec): boolean
   /** A mounter for one pod. Throws when the spec cannot be mounted ("MountVolume.NewMounter initialization failed"). */

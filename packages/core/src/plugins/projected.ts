@@ -40,6 +40,8 @@ export function createProjectedPlugin(options: AtomicWriterPluginOptions = {}): 
   const base = createAtomicWriterVolumePlugin({
     name: PROJECTED_PLUGIN_NAME,
     sourceKey: 'projected',
+    // A token is renewed with time (at 80 % of its life): only the remount period sees that.
+    refreshOnEvents: (spec) => !(spec.volume?.projected?.sources ?? []).some((source) => source.serviceAccountToken !== undefined),
     medium: 'memory',
     nodeAllocatable: options.nodeAllocatable,
     async buildPayload(request) {

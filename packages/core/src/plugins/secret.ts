@@ -55,6 +55,8 @@ export function createSecretPlugin(options: AtomicWriterPluginOptions = {}): Vol
   return createAtomicWriterVolumePlugin({
     name: SECRET_PLUGIN_NAME,
     sourceKey: 'secret',
+    // From one object: its events say when the files change.
+    refreshOnEvents: () => true,
     medium: 'memory',
     nodeAllocatable: options.nodeAllocatable,
     buildPayload({ spec, pod, context }) {

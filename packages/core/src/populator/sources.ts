@@ -48,6 +48,27 @@ export interface ObjectReader {
   getNode?(name: string): Promise<Node>
   /** A VolumeAttachment by name (controller attach of CSI volumes). */
   getVolumeAttachment?(name: string): Promise<VolumeAttachment>
-  /** Calls `listener` after any object changes; returns the unsubscribe function. */
-  subscribe?(listener: () => void): () => void
+  /**
+   * Calls `listener` after any object changes; returns the unsubscribe function. A reader that
+   * knows which object changed passes it, so only the pods whose volumes reference it are set up
+   * again; without it, every pod with such volumes is.
+   */
+  subscribe?(listener: (changed?: ObjectReference) => void): () => void
+  /**
+   * True when `subscribe` hears of every change of an object this reader serves as it happens (a
+   * watch, a file, memory). Then volumes built only from objects and from the pod (configMap,
+   * secret, downwardAPI, projected without a token) are set up again on those events alone, not
+   * every `remountPeriodMs`. False or absent for a reader that finds changes only by reading again
+   * (a cache with a TTL): those volumes are then set up again every period, as the kubelet does,
+   * and the reads are what find the changes.
+   */
+  readonly announcesChanges?: boolean
+}
+
+/** An object by kind and name, as an {@link ObjectReader} announces a change. */
+export interface ObjectReference {
+  readonly kind: 'PersistentVolumeClaim' | 'PersistentVolume' | 'ConfigMap' | 'Secret' | 'CSIDriver' | 'Node' | (string & {})
+  /** For namespaced kinds. */
+  readonly namespace?: string
+  readonly name: string
 }

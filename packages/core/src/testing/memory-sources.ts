@@ -4,7 +4,7 @@
  */
 import type { CSIDriver, ConfigMap, Node, PersistentVolume, PersistentVolumeClaim, Pod, Secret } from '../api/kubernetes.js'
 import { NotFoundError } from '../errors.js'
-import type { ObjectReader, PodSource } from '../populator/sources.js'
+import type { ObjectReader, ObjectReference, PodSource } from '../populator/sources.js'
 
 type Listener = (uid?: string) => void
 
@@ -92,10 +92,16 @@ export interface MemoryObjectReader extends ObjectReader {
   failReads(error: Error | undefined): void
 }
 
-/** An in-memory {@link ObjectReader}. Reads return the stored object; absent ones reject with NotFoundError. */
+/**
+ * An in-memory {@link ObjectReader}. Reads return the stored object; absent ones reject with
+ * NotFoundError. Every `put` and `delete` is announced with the object's reference.
+ */
 export function createMemoryObjectReader(): MemoryObjectReader {
   const store = new Map<string, StoredObject>()
-  const listeners = new Set<Listener>()
+  const listeners = new Set<(changed?: ObjectReference) => void>()
+  const announce = (changed: ObjectReference): void => {
+    for (const listener of listeners) listener(changed)
+  }
   let failure: Error | undefined
   const key = (kind: string, namespace: string | undefined, name: string): string => `${kind}/${namespace ?? ''}/${name}`
   const get = async <T extends StoredObject>(kind: string, namespace: string | undefined, name: string, label: string): Promise<T> => {
@@ -113,18 +119,21 @@ export function createMemoryObjectReader(): MemoryObjectReader {
     getSecret: (ns, name) => get('Secret', ns, name, 'secrets'),
     getCSIDriver: (name) => get('CSIDriver', undefined, name, 'csidrivers.storage.k8s.io'),
     getNode: (name) => get('Node', undefined, name, 'nodes'),
+    announcesChanges: true,
     subscribe(listener) {
       listeners.add(listener)
       return () => listeners.delete(listener)
     },
     put(kind, object) {
       const ns = namespaced.has(kind) ? (object.metadata.namespace ?? 'default') : undefined
-      store.set(key(kind, ns, object.metadata.name ?? ''), object)
-      notify(listeners)
+      const name = object.metadata.name ?? ''
+      store.set(key(kind, ns, name), object)
+      announce({ kind, namespace: ns, name })
     },
     delete(kind, namespace, name) {
-      store.delete(key(kind, namespaced.has(kind) ? (namespace ?? 'default') : undefined, name))
-      notify(listeners)
+      const ns = namespaced.has(kind) ? (namespace ?? 'default') : undefined
+      store.delete(key(kind, ns, name))
+      announce({ kind, namespace: ns, name })
     },
     failReads(error) {
       failure = error
