@@ -30,8 +30,8 @@ import * as c from './constants.js'
 import { spawnTools } from './exec.js'
 import { toFileInfo } from './file-info.js'
 import { createFilesystems } from './filesystems.js'
-import type { StatfsResult, StatxResult } from './libc.js'
-import { libc } from './libc.js'
+import type { StatfsResult } from './libc.js'
+import { STATX_SIZE, libc, readStatx } from './libc.js'
 import { createLoopDevices } from './loop-devices.js'
 import type { MountCall } from './mount-options.js'
 import { describeMountCall, lockedFlags, planMount } from './mount-options.js'
@@ -320,9 +320,10 @@ export class LinuxHost implements Host {
    * True when `path` is a mount point. A path the mount table lists is one, answered without
    * touching the filesystem mounted there (a hung NFS mount point answers at once); the table is
    * read again first when it may be out of date, since the mount may be gone. A path the table
-   * does not list is looked at with one call on its parent's filesystem: lstat when the table is
-   * current, else statx(2), whose STATX_ATTR_MOUNT_ROOT (Linux 5.8) also sees a mount made since
-   * the table was read, binds of the same filesystem included. ENOENT when missing.
+   * does not list is looked at with one statx(2) on its parent's filesystem: the kernel resolves
+   * the path (a parent that is a symlink included), and STATX_ATTR_MOUNT_ROOT (Linux 5.8) also sees
+   * a mount made since the table was read, binds of the same filesystem included. ENOENT when
+   * missing.
    *
    * Callers do not wait for a table read to say no: during a burst of mounts the table is out of
    * date nearly all the time, and every set-up's check used to queue behind a read of it.
@@ -330,44 +331,34 @@ export class LinuxHost implements Host {
   async isMountPoint(path: string): Promise<boolean> {
     const normalized = posix.resolve(path)
     let last = this.#table.lastTargets() ?? { targets: await this.#table.targets(), current: true }
-    const listed = async (p: string): Promise<boolean> => {
-      if (!last.targets.has(p)) return false
-      if (!last.current) last = { targets: await this.#table.targets(), current: true }
-      return last.targets.has(p)
-    }
     // A target in the table is a real path (the kernel prints the directories it is mounted
     // below): the path as given naming one is that mount point, with no call at all.
-    if (await listed(normalized)) return true
-    let where = normalized
-    if (last.current) {
-      // Resolve the parent, for a path below a symlink (a root directory that is a link).
-      where = await this.#canonical(normalized)
-      if (where !== normalized && (await listed(where))) return true
-      const info = await this.lstat(where)
-      if (!info) throw new HostError('ENOENT', 'isMountPoint', path, 'no such file or directory')
-      if (info.type !== 'symlink') return false
-    } else {
-      // The kernel resolves the path itself; no need to match it against a table that is behind.
-      const buf: Partial<StatxResult> = {}
-      const { ret, errno } = await this.#sys.raw('statx', where, (l) => l.statx(c.AT_FDCWD, where, c.AT_SYMLINK_NOFOLLOW | c.AT_STATX_DONT_SYNC, c.STATX_TYPE, buf))
-      if (ret < 0) {
-        if (errno === osErrno.ENOENT) throw new HostError('ENOENT', 'isMountPoint', path, 'no such file or directory')
-        throw errnoError(errno, 'statx', where)
-      }
-      if (((buf.stx_mode ?? 0) & c.S_IFMT) !== c.S_IFLNK) {
-        if ((BigInt(buf.stx_attributes_mask ?? 0) & MOUNT_ROOT) !== 0n) return (BigInt(buf.stx_attributes ?? 0) & MOUNT_ROOT) !== 0n
-        // An older kernel: the table, read again, or a device number that differs from the
-        // parent's (mount-utils' IsLikelyNotMountPoint test).
-        where = await this.#canonical(normalized)
-        if ((await this.#table.targets()).has(where)) return true
-        const info = await this.lstat(where)
-        const parent = where === '/' ? null : await this.lstat(where.slice(0, where.lastIndexOf('/')) || '/')
-        return info !== null && parent !== null && parent.dev !== info.dev
-      }
+    if (last.targets.has(normalized)) {
+      if (!last.current) last = { targets: await this.#table.targets(), current: true }
+      if (last.targets.has(normalized)) return true
     }
-    // The last component is a symlink: a mount point only if what it names is one.
-    const resolved = await this.#sys.fs('realpath', where, () => realpath(where))
-    return (await this.#table.targets()).has(resolved)
+    const buf = new Uint8Array(STATX_SIZE)
+    const { ret, errno } = await this.#sys.raw('statx', normalized, (l) =>
+      l.statx(c.AT_FDCWD, normalized, c.AT_SYMLINK_NOFOLLOW | c.AT_STATX_DONT_SYNC, c.STATX_TYPE, buf),
+    )
+    if (ret < 0) {
+      if (errno === osErrno.ENOENT) throw new HostError('ENOENT', 'isMountPoint', path, 'no such file or directory')
+      throw errnoError(errno, 'statx', normalized)
+    }
+    const found = readStatx(buf)
+    if ((found.stx_mode & c.S_IFMT) === c.S_IFLNK) {
+      // The last component is a symlink: a mount point only if what it names is one.
+      const resolved = await this.#sys.fs('realpath', normalized, () => realpath(normalized))
+      return (await this.#table.targets()).has(resolved)
+    }
+    if ((found.stx_attributes_mask & MOUNT_ROOT) !== 0n) return (found.stx_attributes & MOUNT_ROOT) !== 0n
+    // An older kernel: the table, read again, or a device number that differs from the parent's
+    // (mount-utils' IsLikelyNotMountPoint test).
+    const where = await this.#canonical(normalized)
+    if ((await this.#table.targets()).has(where)) return true
+    const info = await this.lstat(where)
+    const parent = where === '/' ? null : await this.lstat(where.slice(0, where.lastIndexOf('/')) || '/')
+    return info !== null && parent !== null && parent.dev !== info.dev
   }
 
   /** The mounts of the filesystem on `device` (a block device node), by its `major:minor`. */

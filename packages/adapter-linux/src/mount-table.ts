@@ -14,7 +14,7 @@
 import { closeSync, openSync } from 'node:fs'
 import { readFile } from 'node:fs/promises'
 import * as c from './constants.js'
-import type { Libc } from './libc.js'
+import { type Libc, PollFd } from './libc.js'
 import type { LinuxMountEntry } from './mountinfo.js'
 import { parseMountInfo } from './mountinfo.js'
 
@@ -32,6 +32,7 @@ export class MountTable {
   readonly #libc: () => Libc
   readonly #path: string
   #fd = -1
+  #pollFd: PollFd | undefined
   #current: readonly LinuxMountEntry[] | undefined
   /** Bumped on every change seen (our own mounts, or the kernel's poll). */
   #generation = 0
@@ -112,6 +113,7 @@ export class MountTable {
   close(): void {
     if (this.#fd >= 0) closeSync(this.#fd)
     this.#fd = -1
+    this.#pollFd = undefined
   }
 
   async #refresh(generation: number): Promise<void> {
@@ -142,9 +144,10 @@ export class MountTable {
       // Everything before the open is in the read that follows; later changes show in the poll.
       return true
     }
-    const pollfd = { fd: this.#fd, events: c.POLLPRI, revents: 0 }
-    const { ret } = this.#libc().sync.poll(pollfd, 1, 0)
+    this.#pollFd ??= new PollFd(this.#fd, c.POLLPRI)
+    this.#pollFd.clear()
+    const { ret } = this.#libc().sync.poll(this.#pollFd.buffer, 1, 0)
     if (ret < 0) return true
-    return ret > 0 && (pollfd.revents & (c.POLLPRI | c.POLLERR)) !== 0
+    return ret > 0 && (this.#pollFd.revents & (c.POLLPRI | c.POLLERR)) !== 0
   }
 }

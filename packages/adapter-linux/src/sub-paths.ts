@@ -10,7 +10,7 @@ import { dirname } from 'node:path'
 import type { SubPaths } from '@kubevol/core'
 import { HostError, joinPath } from '@kubevol/core'
 import * as c from './constants.js'
-import type { StatxResult } from './libc.js'
+import { STATX_SIZE, readStatx } from './libc.js'
 import { isPathWithin } from './mountinfo.js'
 import type { Sys } from './sys.js'
 
@@ -21,9 +21,9 @@ export interface OpenedPath {
 }
 
 async function typeOf(sys: Sys, fd: number, path: string): Promise<number> {
-  const buf: Partial<StatxResult> = {}
+  const buf = new Uint8Array(STATX_SIZE)
   await sys.call('statx', path, (l) => l.statx(fd, '', c.AT_EMPTY_PATH | c.AT_SYMLINK_NOFOLLOW, c.STATX_TYPE | c.STATX_MODE, buf))
-  return (buf.stx_mode ?? 0) & c.S_IFMT
+  return readStatx(buf).stx_mode & c.S_IFMT
 }
 
 /**

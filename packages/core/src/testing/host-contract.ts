@@ -449,6 +449,22 @@ export function runHostContract(name: string, setup: () => Promise<HostContractS
         await h().unmount(p('real'))
       })
 
+      it('isMountPoint resolves a parent that is a symlink, and follows a last component that is one', async () => {
+        await h().mkdir(p('real', 'm'), { recursive: true })
+        await h().symlink(p('real'), p('dirlink'))
+        await h().symlink(p('real', 'm'), p('mlink'))
+        await tmpfs(p('real', 'm'))
+        expect(await h().isMountPoint(p('dirlink', 'm'))).toBe(true)
+        expect(await h().isMountPoint(p('mlink'))).toBe(true)
+        // Asked again once the mount table has been read since the mount.
+        await h().mounts()
+        expect(await h().isMountPoint(p('dirlink', 'm'))).toBe(true)
+        expect(await h().isMountPoint(p('mlink'))).toBe(true)
+        await h().unmount(p('real', 'm'))
+        expect(await h().isMountPoint(p('dirlink', 'm'))).toBe(false)
+        expect(await h().isMountPoint(p('mlink'))).toBe(false)
+      })
+
       it('a second mount on the same path goes on top; unmount uncovers the first with its data', async () => {
         await h().mkdir(p('m'))
         await tmpfs(p('m'))
