@@ -309,8 +309,12 @@ describe('refresh without a pod sync', () => {
     const settled = setUps(h)
     expect(settled).toEqual({ a: 1, b: 1, c: 2, d: 1, e: 1 })
 
-    // Two pod sync periods and more: nothing changed, nothing is set up again.
+    // Two pod sync periods and more: nothing changed, nothing is set up again; nor for objects no
+    // such volume reads.
     await h.clock.advance(125_000)
+    h.objects.put('PersistentVolumeClaim', { metadata: { name: 'claim', namespace: 'default' } })
+    h.objects.put('ConfigMap', { metadata: { name: 'unread', namespace: 'default' }, data: {} })
+    await h.clock.advance(1_000)
     expect(setUps(h)).toEqual(settled)
 
     h.objects.put('ConfigMap', { metadata: { name: 'app', namespace: 'default' }, data: { level: 'debug' } })

@@ -404,16 +404,19 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
     for (const pod of dsw.podsRequiringRemount()) populator.reprocessPod(pod)
     schedulePopulate()
   }
-  // A ConfigMap or Secret that changed: the pods whose volumes read it. Any other change, or one the
-  // reader cannot name: every pod with such volumes (and a pass, for pods waiting for a claim).
+  // A named object that changed: the pods whose volumes read it (a ConfigMap or Secret; no such
+  // volume reads a claim or a PV). A change the reader cannot name: every pod with such volumes.
+  // Either way a pass, for pods waiting for a claim.
   const onObjectChange = (changed?: ObjectReference): void => {
-    if (!changed || !isVolumeContentKind(changed.kind)) {
+    if (!changed) {
       reprocessRemountPods()
       return
     }
-    for (const uid of dsw.podsRequiringRemount()) {
-      const pod = options.podSource.getPodByUID(uid)
-      if (pod && podVolumesRead(pod, changed)) populator.reprocessPod(uid)
+    if (isVolumeContentKind(changed.kind)) {
+      for (const uid of dsw.podsRequiringRemount()) {
+        const pod = options.podSource.getPodByUID(uid)
+        if (pod && podVolumesRead(pod, changed)) populator.reprocessPod(uid)
+      }
     }
     schedulePopulate()
   }

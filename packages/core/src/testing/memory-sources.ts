@@ -8,8 +8,8 @@ import type { ObjectReader, ObjectReference, PodSource } from '../populator/sour
 
 type Listener = (uid?: string) => void
 
-function notify(listeners: Set<Listener>, uid?: string): void {
-  for (const listener of listeners) listener(uid)
+function notify<T>(listeners: Set<(arg?: T) => void>, arg?: T): void {
+  for (const listener of listeners) listener(arg)
 }
 
 export interface MemoryPodSource extends PodSource {
@@ -99,9 +99,6 @@ export interface MemoryObjectReader extends ObjectReader {
 export function createMemoryObjectReader(): MemoryObjectReader {
   const store = new Map<string, StoredObject>()
   const listeners = new Set<(changed?: ObjectReference) => void>()
-  const announce = (changed: ObjectReference): void => {
-    for (const listener of listeners) listener(changed)
-  }
   let failure: Error | undefined
   const key = (kind: string, namespace: string | undefined, name: string): string => `${kind}/${namespace ?? ''}/${name}`
   const get = async <T extends StoredObject>(kind: string, namespace: string | undefined, name: string, label: string): Promise<T> => {
@@ -128,12 +125,12 @@ export function createMemoryObjectReader(): MemoryObjectReader {
       const ns = namespaced.has(kind) ? (object.metadata.namespace ?? 'default') : undefined
       const name = object.metadata.name ?? ''
       store.set(key(kind, ns, name), object)
-      announce({ kind, namespace: ns, name })
+      notify(listeners, { kind, namespace: ns, name })
     },
     delete(kind, namespace, name) {
       const ns = namespaced.has(kind) ? (namespace ?? 'default') : undefined
       store.delete(key(kind, ns, name))
-      announce({ kind, namespace: ns, name })
+      notify(listeners, { kind, namespace: ns, name })
     },
     failReads(error) {
       failure = error
