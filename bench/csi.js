@@ -7,10 +7,11 @@
 // asked before staging and publishing), and the round trip against the four calls made directly in
 // a loop. The target: bound by the driver, not by kubevol.
 import { spawn, spawnSync } from 'node:child_process'
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs'
+import { mkdirSync } from 'node:fs'
 import os from 'node:os'
 import { fileURLToPath } from 'node:url'
 import { writeResult } from './results.js'
+import { scratchFilesystem } from './scratch-fs.js'
 
 const preload = fileURLToPath(new URL('../packages/adapter-linux/test/mount-namespace.cjs', import.meta.url))
 const driverMain = fileURLToPath(new URL('../examples/csi-hostpath-driver/dist/main.js', import.meta.url))
@@ -31,7 +32,9 @@ const { buildClaim, buildPod, createMemoryObjectReader, createMemoryPodSource } 
 const ROUNDS = Number(process.env.KUBEVOL_BENCH_CSI_ROUNDS ?? 200)
 const WARMUP = 10
 const DRIVER = 'hostpath.csi.kubevol.io'
-const base = mkdtempSync('/tmp/kubevol-bench-csi-')
+// On a fresh ext4 of its own (see scratch-fs.js for why not under /tmp).
+const scratch = scratchFilesystem('kubevol-bench-csi-')
+const base = scratch.dir
 const root = `${base}/root`
 const endpoint = `${base}/csi.sock`
 mkdirSync(`${base}/data`)
@@ -176,6 +179,5 @@ try {
   client.close?.()
   driver.kill()
   await new Promise((r) => driver.once('exit', r))
-  spawnSync('umount', ['-R', base], { stdio: 'ignore' })
-  rmSync(base, { recursive: true, force: true })
+  scratch.remove()
 }

@@ -5,11 +5,12 @@
 // - reconstruction of 1,000 mounted volumes by a new manager;
 // - parsing a mount table of 10,000 mounts, and a mount-point check with 100 vs 10,000 mounts.
 import { execFileSync, spawnSync } from 'node:child_process'
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { mkdirSync, readFileSync, rmSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import os from 'node:os'
 import { fileURLToPath } from 'node:url'
 import { writeResult } from './results.js'
+import { scratchFilesystem } from './scratch-fs.js'
 
 const require = createRequire(import.meta.url)
 const preload = fileURLToPath(new URL('../packages/adapter-linux/test/mount-namespace.cjs', import.meta.url))
@@ -30,7 +31,9 @@ const { buildPod, createMemoryObjectReader, createMemoryPodSource } = await impo
 const PODS = 100
 const PER_POD = 10
 const TARGET_RATIO = 1.5
-const base = mkdtempSync('/tmp/kubevol-bench-')
+// On a fresh ext4 of its own (see scratch-fs.js for why not under /tmp).
+const scratch = scratchFilesystem('kubevol-bench-')
+const base = scratch.dir
 const root = `${base}/root`
 mkdirSync(`${base}/host`, { recursive: true })
 for (let i = 0; i < PODS * PER_POD; i++) mkdirSync(`${base}/host/d${i}`)
@@ -174,10 +177,15 @@ function setup() {
 }
 
 async function throughManager(between) {
-  // Twice the pods' volumes per kind: PODS × PER_POD/2 of each, run twice to reach 1,000 of each.
+  // Twice the pods' volumes per kind: PODS × PER_POD/2 of each, run twice to reach 1,000 of each,
+  // after a first round that is not counted: the raw and kubelet-steps loops are short functions
+  // that V8 has compiled after a few iterations, and they run three times each; the manager's code
+  // is larger, and its first 1,000 volumes took 1.6-2x as long as the same volumes later (its
+  // time is reported as `cold`).
   const rounds = []
   let reconstruction
-  for (let round = 0; round < 2; round++) {
+  let cold
+  for (let round = -1; round < 2; round++) {
     const { host, pods, options, all } = setup()
     let manager = createVolumeManager(options)
     let stop = new AbortController()
@@ -216,12 +224,16 @@ async function throughManager(between) {
     stop.abort()
     await running
     host.close()
-    rounds.push({ mounted, unmounted })
     rmSync(root, { recursive: true, force: true })
+    if (round < 0) {
+      cold = { mounted, unmounted }
+      continue
+    }
+    rounds.push({ mounted, unmounted })
     await between()
   }
   const total = rounds.reduce((s, r) => s + r.mounted + r.unmounted, 0)
-  return { total, rounds, reconstruction }
+  return { total, rounds, reconstruction, cold }
 }
 
 // ---- the mount table at 10,000 mounts ----
@@ -274,7 +286,7 @@ const managed = await throughManager(async () => {
 const raw = [...raws].sort((a, b) => a - b)[1]
 const kubelet = [...steps].sort((a, b) => a - b)[1]
 const table = await mountTable()
-rmSync(base, { recursive: true, force: true })
+scratch.remove()
 const ratio = managed.total / raw
 const stepsRatio = kubelet / raw
 
@@ -285,9 +297,10 @@ const md = [
   '',
   '| benchmark | kubevol | baseline | ratio | target | met |',
   '| --- | ---: | ---: | ---: | --- | --- |',
-  `| 1,000 emptyDir (Memory) + 1,000 hostPath mounted and unmounted | ${managed.total.toFixed(2)} s (whole manager, journal synced) | ${raw.toFixed(2)} s (mkdir+mount+stat, umount+rmdir through koffi; median of 3 runs between the manager's) | ${ratio.toFixed(2)}× | ≤ 1.5× | ${ratio <= TARGET_RATIO ? 'yes' : 'no'} |`,
+  `| 1,000 emptyDir (Memory) + 1,000 hostPath mounted and unmounted | ${managed.total.toFixed(2)} s (whole manager, journal synced; after a first round) | ${raw.toFixed(2)} s (mkdir+mount+stat, umount+rmdir through koffi; median of 3 runs between the manager's) | ${ratio.toFixed(2)}× | ≤ 1.5× | ${ratio <= TARGET_RATIO ? 'yes' : 'no'} |`,
   `| the kubelet's own steps for the same volumes, as a plain loop (no manager, no journal; 64 volumes at a time) | ${kubelet.toFixed(2)} s (median of 3, between the manager's runs) | ${raw.toFixed(2)} s | ${stepsRatio.toFixed(2)}× | | |`,
   `| the whole manager against that loop | ${managed.total.toFixed(2)} s | ${kubelet.toFixed(2)} s | ${(managed.total / kubelet).toFixed(2)}× | | |`,
+  `| the manager's first round, not counted (500 + 500 volumes, before V8 has compiled its code) | ${(managed.cold.mounted + managed.cold.unmounted).toFixed(2)} s | | | | |`,
   `| mount table parse, ${table.lines.toLocaleString('en')} mounts | ${table.parseMedianMs.toFixed(2)} ms (median of 20) | | | < 10 ms | ${table.parseMedianMs < 10 ? 'yes' : 'no'} |`,
   `| mount-point check (1,000 calls) | ${(table.checkAt10kMs * 1000).toFixed(2)} ms at 10,000 mounts | ${(table.checkAt100Ms * 1000).toFixed(2)} ms at 100 mounts | ${(table.checkAt10kMs / table.checkAt100Ms).toFixed(2)}× | O(1) in the table size | ${table.checkAt10kMs / table.checkAt100Ms < 3 ? 'yes' : 'no'} |`,
   `| reconstruction of ${managed.reconstruction.volumes} mounted volumes | ${managed.reconstruction.seconds.toFixed(3)} s | | | | |`,
