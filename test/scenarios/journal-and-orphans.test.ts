@@ -38,6 +38,36 @@ describe('the journal on a host', () => {
     expect([...reopened.volumes().keys()]).toEqual(['p/kept'])
   })
 
+  it('syncs every write that holds an intent, and none that holds only records of things gone', async () => {
+    const host = createMemoryHost()
+    const path = '/j/volumes.log'
+    const journal = await VolumeJournal.open({ host, path, logger: silentLogger })
+    const writes: { text: string; sync: boolean }[] = []
+    const append = host.appendFile.bind(host)
+    host.appendFile = (file, data, options) => {
+      writes.push({ text: String(data), sync: options?.sync === true })
+      return append(file, data, options)
+    }
+    const setup = { kind: 'setup', volume: 'p/v', pod: 'a', podUID: 'a', outerName: 'v', spec: { name: 'v', readOnly: false }, gid: '' } as const
+    await journal.record(setup)
+    journal.note({ kind: 'torn-down', volume: 'p/v', pod: 'a' })
+    await journal.flush()
+    // A note that waits behind a write shares the next one; an intent in it makes it synced.
+    journal.note({ kind: 'torn-down', volume: 'p/w', pod: 'a' })
+    journal.note({ kind: 'device-unmounted', volume: 'p/w' })
+    const intent = journal.record({ ...setup, volume: 'p/x' })
+    await intent
+    await journal.flush()
+    expect(writes.map((w) => [w.text.match(/"kind":"([a-z-]+)"/g)?.length, w.sync])).toEqual([
+      [1, true],
+      [1, false],
+      [1, false],
+      [2, true],
+    ])
+    const reopened = await VolumeJournal.read({ host, path, logger: silentLogger })
+    expect([...reopened.volumes().keys()]).toEqual(['p/x'])
+  })
+
   it('drops a torn record written by a crash and keeps the rest', async () => {
     const host = createMemoryHost()
     const path = '/j/volumes.log'

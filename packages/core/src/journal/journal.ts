@@ -127,6 +127,8 @@ export function replay(records: Iterable<JournalRecord>): Map<UniqueVolumeName, 
  */
 interface Batch {
   readonly records: JournalRecord[]
+  /** Some record in it is an intent: the write is synced before the batch resolves. */
+  sync: boolean
   readonly done: Promise<void>
   readonly resolve: () => void
   readonly reject: (err: unknown) => void
@@ -139,7 +141,7 @@ function createBatch(): Batch {
     resolve = res
     reject = rej
   })
-  return { records: [], done, resolve, reject }
+  return { records: [], sync: false, done, resolve, reject }
 }
 
 export class VolumeJournal {
@@ -222,8 +224,13 @@ export class VolumeJournal {
    */
   record(record: JournalRecord): Promise<void> {
     if (this.#readOnly) return Promise.reject(new Error('the journal was opened read-only'))
+    return this.#enqueue(record, true)
+  }
+
+  #enqueue(record: JournalRecord, sync: boolean): Promise<void> {
     const batch = (this.#next ??= createBatch())
     batch.records.push(record)
+    if (sync) batch.sync = true
     if (!this.#writing) void this.#drain()
     return batch.done
   }
@@ -233,10 +240,14 @@ export class VolumeJournal {
    * it to be durable. Only intents must reach the disk before the change they announce; losing
    * this kind in a crash leaves the journal saying a thing may exist, and reconstruction then finds
    * it gone and cleans up, which is what the record would have said. Records keep their order.
+   *
+   * So a write that holds nothing but such records is not synced: it reaches the disk with the next
+   * intent's sync (fdatasync covers all of the file's data written before it), or with the kernel's
+   * writeback. A torn one at the end of the file after a crash is dropped by its checksum.
    */
   note(record: JournalRecord): void {
     if (this.#readOnly) return
-    this.record(record).catch((err: unknown) => this.#o.logger.warn('Journal write failed', { err: String(err), kind: record.kind }))
+    this.#enqueue(record, false).catch((err: unknown) => this.#o.logger.warn('Journal write failed', { err: String(err), kind: record.kind }))
   }
 
   /**
@@ -261,7 +272,7 @@ export class VolumeJournal {
         const { records } = batch
         const text = encodeAll(records)
         try {
-          await this.#o.host.appendFile?.(this.#o.path, text, { sync: true })
+          await this.#o.host.appendFile?.(this.#o.path, text, { sync: batch.sync })
         } catch (err) {
           batch.reject(err)
           continue
