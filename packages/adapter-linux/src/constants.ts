@@ -65,6 +65,8 @@ export const S_IFDIR = 0o040000
 export const S_IFREG = 0o100000
 export const S_IFLNK = 0o120000
 export const S_IFBLK = 0o060000
+export const S_IFCHR = 0o020000
+export const S_IFSOCK = 0o140000
 
 // poll(2)
 export const POLLPRI = 0x2

@@ -1,29 +1,20 @@
-/** node:fs `Stats` → the Host port's `FileInfo`. */
-import type { Stats } from 'node:fs'
+/** A file's stat fields → the Host port's `FileInfo`. */
 import type { FileInfo } from '@kubevol/core'
+import * as c from './constants.js'
+import type { FileFields } from './io-workers.js'
 
-function typeOf(stats: Stats): FileInfo['type'] {
-  if (stats.isFile()) return 'file'
-  if (stats.isDirectory()) return 'directory'
-  if (stats.isSymbolicLink()) return 'symlink'
-  if (stats.isBlockDevice()) return 'block-device'
-  if (stats.isCharacterDevice()) return 'char-device'
-  if (stats.isSocket()) return 'socket'
-  return 'fifo'
-}
+const TYPES = new Map<number, FileInfo['type']>([
+  [c.S_IFREG, 'file'],
+  [c.S_IFDIR, 'directory'],
+  [c.S_IFLNK, 'symlink'],
+  [c.S_IFBLK, 'block-device'],
+  [c.S_IFCHR, 'char-device'],
+  [c.S_IFSOCK, 'socket'],
+])
 
-/** The port's view of a `Stats`: permission bits only in `mode`, `rdev` for device nodes. */
-export function toFileInfo(stats: Stats): FileInfo {
-  const type = typeOf(stats)
-  const info: FileInfo = {
-    type,
-    mode: stats.mode & 0o7777,
-    uid: stats.uid,
-    gid: stats.gid,
-    size: stats.size,
-    dev: stats.dev,
-    ino: stats.ino,
-    mtimeMs: stats.mtimeMs,
-  }
-  return type === 'block-device' || type === 'char-device' ? { ...info, rdev: stats.rdev } : info
+/** The port's view of a file's stat fields: permission bits only in `mode`, `rdev` for device nodes. */
+export function toFileInfo([mode, uid, gid, size, dev, ino, mtimeMs, rdev]: FileFields): FileInfo {
+  const type = TYPES.get(mode & c.S_IFMT) ?? 'fifo'
+  const info: FileInfo = { type, mode: mode & 0o7777, uid, gid, size, dev, ino, mtimeMs }
+  return type === 'block-device' || type === 'char-device' ? { ...info, rdev } : info
 }

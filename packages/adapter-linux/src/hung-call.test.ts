@@ -15,11 +15,17 @@ import type { LinuxHost } from './linux-host.js'
 
 const fifos: string[] = []
 
-/** Opens a writer on each FIFO so that the readers blocked in open(2) return. */
+/** Readers opened to release writers blocked in open(2); closed once the writers are done. */
+const readers: number[] = []
+
+/** Opens a writer on each FIFO so that the readers blocked in open(2) return, and a reader for the writers. */
 function unblock(): void {
   for (const fifo of fifos.splice(0)) {
     try {
       closeSync(openSync(fifo, constants.O_WRONLY | constants.O_NONBLOCK))
+    } catch {}
+    try {
+      readers.push(openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK))
     } catch {}
   }
 }
@@ -39,6 +45,35 @@ describeAsRoot('a call that blocks in the kernel', () => {
     unblock()
     // Let the stalled threads come back before the harness unmounts.
     await vi.waitFor(() => expect(h().host.stalledCalls()).toEqual([]), { timeout: 5000 })
+    for (const fd of readers.splice(0)) closeSync(fd)
+  })
+
+  it('a call blocked on the I/O worker holds none of the calls asked for with it; it times out and its filesystem is quarantined', async () => {
+    const { host, p } = h()
+    const fifo = await fifoOnItsOwnFilesystem(host, p('hung'))
+    // A small write goes to the I/O worker; open(2) for writing blocks until the FIFO has a reader.
+    let settled = false
+    const hung = host.writeFile(fifo, 'x').finally(() => {
+      settled = true
+    })
+    const started = Date.now()
+    // Asked for in the same turn: the same batch, behind the blocked call.
+    const [, root, missing] = await Promise.all([host.mkdir(p('other')), host.lstat(p()), host.stat(p('nothing'))])
+    expect(root?.type).toBe('directory')
+    expect(missing).toBeNull()
+    expect(Date.now() - started).toBeLessThan(1000)
+    await host.mount({ source: 'tmpfs', target: p('other'), fstype: 'tmpfs' })
+    expect(await host.isMountPoint(p('other'))).toBe(true)
+    await host.unmount(p('other'))
+    expect(settled).toBe(false)
+
+    const error = await expectHostError(hung, 'ETIMEDOUT')
+    expect(error.message).toBe(`ETIMEDOUT: write ${fifo}: no answer within 1500 ms; the call is left to finish in the background`)
+    await vi.waitFor(() => expect(host.stalledCalls()).toMatchObject([{ syscall: 'write', path: fifo, key: p('hung') }]))
+    const before = Date.now()
+    await expectHostError(host.lstat(`${p('hung')}/other`), 'ETIMEDOUT')
+    expect(Date.now() - before).toBeLessThan(500)
+    expect(await host.readdir(p())).toEqual(['hung', 'other'])
   })
 
   it('times out with ETIMEDOUT while other calls, mounts included, complete meanwhile', async () => {

@@ -1,6 +1,6 @@
 /**
  * @kubevol/adapter-linux: the Host port of @kubevol/core on the Linux kernel. mount(2), umount2(2),
- * loop ioctls and statfs through koffi (loaded on first use), files through node:fs/promises,
+ * loop ioctls and statfs through koffi (loaded on first use), files through node:fs,
  * the mount table from /proc/self/mountinfo, blkid/mkfs/fsck/resize2fs/xfs_growfs spawned.
  *
  * The front door: every public name is listed here.

@@ -1,9 +1,11 @@
 /**
- * The Linux host: the Host port on the real kernel. Files through node:fs/promises, mounts, loop
- * devices and statfs through koffi, the mount table from /proc/self/mountinfo, filesystem tools by
- * spawning them. Every call that may block runs off the main thread under a deadline.
+ * The Linux host: the Host port on the real kernel. Files through node:fs, mounts, loop devices and
+ * statfs through koffi, the mount table from /proc/self/mountinfo, filesystem tools by spawning
+ * them. Every call that may block runs off the main thread under a deadline: the calls set-up and
+ * tear-down repeat for every volume on the I/O worker (io-workers.ts), in batches; the rest on
+ * libuv's threadpool.
  */
-import { access, chmod, lchown, lstat, mkdir, open, readdir, readFile, readlink, realpath, rename, rmdir, stat, symlink, truncate, unlink, writeFile } from 'node:fs/promises'
+import { access, chmod, lchown, open, readdir, readFile, readlink, realpath, rename, stat, symlink, truncate, writeFile } from 'node:fs/promises'
 import { constants as osConstants } from 'node:os'
 import { basename, dirname, posix } from 'node:path'
 import type {
@@ -21,7 +23,7 @@ import type {
   UnmountOptions,
 } from '@kubevol/core'
 import { HostError, joinPath } from '@kubevol/core'
-import { errnoError } from './errno.js'
+import { errnoError, toHostError } from './errno.js'
 import { findHolders } from './holders.js'
 import { createBlockDevices } from './block-devices.js'
 import type { StalledCall } from './call-runner.js'
@@ -29,9 +31,11 @@ import { CallRunner } from './call-runner.js'
 import * as c from './constants.js'
 import { spawnTools } from './exec.js'
 import { toFileInfo } from './file-info.js'
+import type { FileFields, IoFailure } from './io-workers.js'
+import { IoWorkers } from './io-workers.js'
 import { createFilesystems } from './filesystems.js'
-import type { StatfsResult } from './libc.js'
-import { STATX_SIZE, libc, readStatx } from './libc.js'
+import type { StatfsResult, SysResult } from './libc.js'
+import { libc, readStatx } from './libc.js'
 import { createLoopDevices } from './loop-devices.js'
 import type { MountCall } from './mount-options.js'
 import { describeMountCall, lockedFlags, planMount } from './mount-options.js'
@@ -49,6 +53,13 @@ import { createSys } from './sys.js'
 const osErrno = osConstants.errno
 const MOUNT_ROOT = BigInt(c.STATX_ATTR_MOUNT_ROOT)
 const isMissing = (err: unknown): boolean => err instanceof HostError && err.code === 'ENOENT'
+/**
+ * How long a batch of calls may run on the I/O worker before the calls it has not started go to
+ * another one: what a blocked call (a dead NFS server) can add to the wait of the calls behind it.
+ */
+const IO_STALL_MS = 100
+/** Bytes (or characters) past which writeFile does not go through the I/O worker. */
+const LARGE_WRITE = 1 << 20
 
 /**
  * The Host port on Linux. Create it with {@link createLinuxHost}. Needs root (CAP_SYS_ADMIN) for
@@ -64,6 +75,7 @@ export class LinuxHost implements Host {
   readonly #options: ResolvedLinuxHostOptions
   readonly #runner: CallRunner
   readonly #sys: Sys
+  readonly #io: IoWorkers
   readonly #table: MountTable
   /** Recursive mkdirs in flight, by directory: concurrent callers share one. */
   readonly #making = new Map<string, Promise<boolean>>()
@@ -71,6 +83,8 @@ export class LinuxHost implements Host {
   constructor(options: LinuxHostOptions = {}, capabilities: { loopDevices: boolean } = { loopDevices: true }) {
     this.#options = resolveLinuxHostOptions(options)
     this.#runner = new CallRunner({ clock: this.#options.clock, timeoutMs: this.#options.callTimeoutMs, maxStalledCalls: this.#options.maxStalledCalls })
+    // One worker per call that may be stuck, and one more for the rest.
+    this.#io = new IoWorkers({ maxWorkers: this.#options.maxStalledCalls + 1, stallMs: IO_STALL_MS })
     this.#sys = createSys(this.#runner, libc, {
       keyOf: (path) => this.#keyOf(path),
       freshKeyOf: async (path) => {
@@ -114,28 +128,23 @@ export class LinuxHost implements Host {
   /** Releases the descriptor kept open on /proc/self/mountinfo. The host keeps working (it reopens). */
   close(): void {
     this.#table.close()
+    this.#io.close()
   }
 
   // ---- files ----
 
   lstat(path: string): Promise<FileInfo | null> {
-    return this.#sys.fs('lstat', path, () => lstat(path)).then(toFileInfo, (err: unknown) => {
-      if (isMissing(err)) return null
-      throw err
-    })
+    return this.#sys.fs('lstat', path, () => this.#io.run<FileFields | null>(['lstat', path])).then((fields) => fields && toFileInfo(fields))
   }
 
   stat(path: string): Promise<FileInfo | null> {
-    return this.#sys.fs('stat', path, () => stat(path)).then(toFileInfo, (err: unknown) => {
-      if (isMissing(err)) return null
-      throw err
-    })
+    return this.#sys.fs('stat', path, () => this.#io.run<FileFields | null>(['stat', path])).then((fields) => fields && toFileInfo(fields))
   }
 
   async mkdir(path: string, options?: { readonly recursive?: boolean; readonly mode?: number }): Promise<void> {
     const mode = options?.mode ?? 0o777
     if (options?.recursive !== true) {
-      await this.#sys.fs('mkdir', path, () => mkdir(path, { mode }))
+      await this.#sys.fs('mkdir', path, () => this.#io.run(['mkdir', path, mode]))
       return
     }
     // mkdir -p onto an existing file: the port (like `mkdir -p`) says EEXIST. Only when the last
@@ -163,7 +172,7 @@ export class LinuxHost implements Host {
 
   async #mkdirOne(path: string, mode: number): Promise<boolean> {
     const make = (): Promise<boolean> =>
-      this.#sys.fs('mkdir', path, () => mkdir(path, { mode })).then(
+      this.#sys.fs('mkdir', path, () => this.#io.run(['mkdir', path, mode])).then(
         () => true,
         (err: unknown) => {
           if (err instanceof HostError && err.code === 'EEXIST') return false
@@ -187,15 +196,14 @@ export class LinuxHost implements Host {
     return make()
   }
 
-  // The missing parents in one node:fs recursive mkdir, which walks up and down the path without
-  // coming back to JavaScript between levels (a new pod's `volumes/<plugin>/<name>` is four levels).
+  // The missing parents in one recursive mkdir, which walks up and down the path without coming
+  // back to JavaScript between levels (a new pod's `volumes/<plugin>/<name>` is four levels).
   // Shared like the rest: a sibling that needs the same parents waits for this call.
   #mkdirParents(dir: string, mode: number): Promise<boolean> {
     const running = this.#making.get(dir)
     if (running) return running
     const making = this.#sys
-      .fs('mkdir', dir, () => mkdir(dir, { recursive: true, mode }))
-      .then((created) => created !== undefined)
+      .fs('mkdir', dir, () => this.#io.run<boolean>(['mkdirp', dir, mode]))
       .finally(() => this.#making.delete(dir))
     this.#making.set(dir, making)
     return making
@@ -211,7 +219,11 @@ export class LinuxHost implements Host {
   }
 
   async writeFile(path: string, data: Uint8Array | string, options?: { readonly mode?: number }): Promise<void> {
-    await this.#sys.fs('write', path, () => writeFile(path, data, { mode: options?.mode ?? 0o666 }))
+    const mode = options?.mode ?? 0o666
+    // A large file (a disk image) is written by node:fs from the caller's buffer: sent to the
+    // worker, its data would be copied first.
+    if (data.length > LARGE_WRITE) await this.#sys.fs('write', path, () => writeFile(path, data, { mode }))
+    else await this.#sys.fs('write', path, () => this.#io.run(['writeFile', path, data, mode]))
   }
 
   async rename(from: string, to: string): Promise<void> {
@@ -228,14 +240,25 @@ export class LinuxHost implements Host {
 
   async remove(path: string): Promise<void> {
     // unlink(2) of a directory is EISDIR on Linux: then it is rmdir (EBUSY on a mount point, ENOTEMPTY).
-    await this.#sys.fs('unlink', path, () => unlink(path)).catch(async (err: unknown) => {
-      if (!(err instanceof HostError && err.code === 'EISDIR')) throw err
-      await this.#sys.fs('rmdir', path, () => rmdir(path))
-    })
+    await this.#sys.fs('unlink', path, () =>
+      this.#io.run(['remove', path]).catch((err: IoFailure) => {
+        throw err.syscall === 'rmdir' ? toHostError(err, 'rmdir', path) : err
+      }),
+    )
   }
 
   removeAll(path: string): Promise<void> {
-    return removeAll({ sys: this.#sys, canonical: (p) => this.#canonical(p), mounts: () => this.mounts() }, path)
+    return removeAll(
+      {
+        lstat: (p) => this.lstat(p),
+        readdir: (p) => this.#sys.fs('readdir', p, () => readdir(p)),
+        rmdir: (p) => this.#sys.fs('rmdir', p, () => this.#io.run(['rmdir', p])),
+        unlink: (p) => this.#sys.fs('unlink', p, () => this.#io.run(['unlink', p])),
+        canonical: (p) => this.#canonical(p),
+        mounts: () => this.mounts(),
+      },
+      path,
+    )
   }
 
   async chmod(path: string, mode: number): Promise<void> {
@@ -253,15 +276,7 @@ export class LinuxHost implements Host {
 
   /** Appends (O_APPEND|O_CREAT, mode 0600); with `sync`, returns once the data is on stable storage (fdatasync). */
   async appendFile(path: string, data: Uint8Array | string, options?: { readonly sync?: boolean }): Promise<void> {
-    await this.#sys.fs('append', path, async () => {
-      const handle = await open(path, 'a', 0o600)
-      try {
-        await (typeof data === 'string' ? handle.write(data) : handle.write(data))
-        if (options?.sync) await handle.datasync()
-      } finally {
-        await handle.close()
-      }
-    })
+    await this.#sys.fs('append', path, () => this.#io.run(['append', path, data, options?.sync === true]))
   }
 
   /** fsync(2) of a file: its data and metadata on stable storage. */
@@ -305,7 +320,7 @@ export class LinuxHost implements Host {
   async unmount(target: string, options?: UnmountOptions): Promise<void> {
     const flags = (options?.lazy ? c.MNT_DETACH : 0) | (options?.noFollow === false ? 0 : c.UMOUNT_NOFOLLOW)
     try {
-      await this.#sys.call('umount', target, (l) => l.umount2(target, flags))
+      await this.#sys.call('umount', target, () => this.#io.run(['umount2', target, flags]))
     } finally {
       this.#table.invalidate()
     }
@@ -337,15 +352,14 @@ export class LinuxHost implements Host {
       if (!last.current) last = { targets: await this.#table.targets(), current: true }
       if (last.targets.has(normalized)) return true
     }
-    const buf = new Uint8Array(STATX_SIZE)
-    const { ret, errno } = await this.#sys.raw('statx', normalized, (l) =>
-      l.statx(c.AT_FDCWD, normalized, c.AT_SYMLINK_NOFOLLOW | c.AT_STATX_DONT_SYNC, c.STATX_TYPE, buf),
-    )
+    const { ret, errno, buf } = (await this.#sys.raw('statx', normalized, () =>
+      this.#io.run<SysResult>(['statx', normalized, c.AT_SYMLINK_NOFOLLOW | c.AT_STATX_DONT_SYNC, c.STATX_TYPE]),
+    )) as SysResult & { readonly buf?: Uint8Array }
     if (ret < 0) {
       if (errno === osErrno.ENOENT) throw new HostError('ENOENT', 'isMountPoint', path, 'no such file or directory')
       throw errnoError(errno, 'statx', normalized)
     }
-    const found = readStatx(buf)
+    const found = readStatx(buf as Uint8Array)
     if ((found.stx_mode & c.S_IFMT) === c.S_IFLNK) {
       // The last component is a symlink: a mount point only if what it names is one.
       const resolved = await this.#sys.fs('realpath', normalized, () => realpath(normalized))
@@ -384,7 +398,7 @@ export class LinuxHost implements Host {
     let flags = call.flags
     if (call.keepLockedFlags) flags |= lockedFlags(Number((await this.#statfs(call.target)).f_flags ?? 0))
     const planned = { ...call, flags }
-    await this.#sys.call('mount', call.target, (l) => l.mount(planned.source, planned.target, planned.fstype, planned.flags, planned.data), {
+    await this.#sys.call('mount', call.target, () => this.#io.run(['mount', planned.source, planned.target, planned.fstype, planned.flags, planned.data]), {
       key,
       detail: describeMountCall(planned),
     })
@@ -402,7 +416,7 @@ export class LinuxHost implements Host {
   }
 
   async #detach(target: string): Promise<void> {
-    await this.#sys.call('umount', target, (l) => l.umount2(target, c.MNT_DETACH | c.UMOUNT_NOFOLLOW)).catch(() => undefined)
+    await this.#sys.call('umount', target, () => this.#io.run(['umount2', target, c.MNT_DETACH | c.UMOUNT_NOFOLLOW])).catch(() => undefined)
   }
 
   // `path` with its parent directory resolved; the last component is not followed.

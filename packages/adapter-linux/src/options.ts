@@ -21,7 +21,8 @@ export interface LinuxHostOptions {
   readonly threadPoolSize?: number
   /**
    * How many calls may be stalled past their deadline before every new call fails fast, so that
-   * the pool keeps a thread for the rest of the process. @default threadPoolSize - 1 (at least 1)
+   * the pool keeps a thread for the rest of the process. It also bounds the I/O workers: one per
+   * blocked call and one more. @default threadPoolSize - 1 (at least 1)
    */
   readonly maxStalledCalls?: number
   /** Time for deadlines. @default systemClock */

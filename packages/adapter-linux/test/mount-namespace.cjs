@@ -11,7 +11,11 @@ const CLONE_NEWNS = 0x00020000
 const MS_REC = 16384
 const MS_PRIVATE = 1 << 18
 
-if (typeof process.getuid === 'function' && process.getuid() === 0 && process.platform === 'linux') {
+// Not in worker threads, which inherit the process's --require: unshare there would give the
+// worker a mount namespace of its own, away from the process's.
+const { isMainThread } = require('node:worker_threads')
+
+if (isMainThread && typeof process.getuid === 'function' && process.getuid() === 0 && process.platform === 'linux') {
   const koffi = require('koffi')
   const lib = koffi.load('libc.so.6')
   const unshare = lib.func('int unshare(int flags)')

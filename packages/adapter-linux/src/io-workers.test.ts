@@ -1,0 +1,71 @@
+import { execFileSync } from 'node:child_process'
+import { closeSync, constants, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { afterEach, beforeEach, expect, it, vi } from 'vitest'
+import type { FileFields } from './io-workers.js'
+import { IoWorkers } from './io-workers.js'
+
+let dir: string
+let io: IoWorkers
+const readers: number[] = []
+
+beforeEach(() => {
+  dir = mkdtempSync(`${tmpdir()}/kubevol-io-`)
+  io = new IoWorkers({ maxWorkers: 3, stallMs: 50 })
+})
+
+afterEach(() => {
+  for (const fd of readers.splice(0)) closeSync(fd)
+  io.close()
+  rmSync(dir, { recursive: true, force: true })
+})
+
+it('answers each of many calls asked for in one turn; a failure carries the errno and the call', async () => {
+  // More than one batch (256 calls) at once.
+  await Promise.all(Array.from({ length: 300 }, (_, i) => io.run(['mkdir', `${dir}/d${i}`, 0o755])))
+  const [found, missing, again, removed] = await Promise.all([
+    io.run<FileFields>(['lstat', `${dir}/d299`]),
+    io.run<FileFields | null>(['lstat', `${dir}/nothing`]),
+    io.run(['mkdir', `${dir}/d7`, 0o755]).catch((err: unknown) => err),
+    io.run(['remove', `${dir}/d8`]),
+  ])
+  expect(found[0] & 0o170000).toBe(0o040000)
+  expect(missing).toBeNull()
+  expect(again).toMatchObject({ code: 'EEXIST', syscall: 'mkdir' })
+  expect(removed).toBeUndefined()
+  expect(await io.run(['lstat', `${dir}/d8`])).toBeNull()
+  await io.run(['append', `${dir}/log`, 'a\n', true])
+  await io.run(['append', `${dir}/log`, 'b\n', false])
+  expect(readFileSync(`${dir}/log`, 'utf8')).toBe('a\nb\n')
+  expect(io.workers).toEqual({ started: 1, stalled: 0 })
+})
+
+it('a call blocked in the kernel holds none of the calls behind it, and none of them runs twice', async () => {
+  const fifo = `${dir}/fifo`
+  execFileSync('mkfifo', [fifo])
+  // open(O_WRONLY) of a FIFO blocks until a reader opens it: a worker stuck in the kernel.
+  let answered = false
+  const blocked = io.run(['writeFile', fifo, 'x', 0o644]).finally(() => {
+    answered = true
+  })
+  // Asked for in the same turn: the same batch, behind the blocked call.
+  const behind = Array.from({ length: 50 }, (_, i) => io.run(['mkdir', `${dir}/b${i}`, 0o755]))
+  // Each made exactly once: a second mkdir(2) of the same directory would fail with EEXIST.
+  await expect(Promise.all(behind)).resolves.toHaveLength(50)
+  expect(answered).toBe(false)
+  expect(io.workers).toEqual({ started: 2, stalled: 1 })
+  // Later calls go to the worker that is not blocked.
+  expect(await io.run(['lstat', `${dir}/b49`])).not.toBeNull()
+
+  readers.push(openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK))
+  await blocked
+  // Nothing is blocked any more: back to one worker (once the rest of its batch is answered).
+  await vi.waitFor(() => expect(io.workers).toEqual({ started: 1, stalled: 0 }))
+})
+
+it('a worker that is slow to start a batch (a large write being copied to it) is not taken for blocked', async () => {
+  const data = new Uint8Array(64 * 2 ** 20)
+  await io.run(['writeFile', `${dir}/big`, data, 0o644])
+  await io.run(['writeFile', `${dir}/big`, data, 0o644])
+  expect(io.workers.stalled).toBe(0)
+})
