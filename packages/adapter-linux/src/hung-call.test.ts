@@ -85,7 +85,7 @@ describeAsRoot('a call that blocks in the kernel', () => {
     })
     const started = Date.now()
 
-    // The blocked thread holds one of libuv's four; the other three keep serving.
+    // The read blocks the I/O worker; what follows goes to another worker (and to libuv's pool).
     await host.mkdir(p('other'))
     await host.mount({ source: 'tmpfs', target: p('other'), fstype: 'tmpfs' })
     await host.writeFile(p('other', 'f'), 'still working')
@@ -125,9 +125,10 @@ describeAsRoot('a call that blocks in the kernel', () => {
 
   it('with the pool nearly used up by stalled calls, refuses new calls instead of queueing them forever', async () => {
     const { host, p } = h()
-    // Three of libuv's four threads blocked for good; one stays free for everything else.
+    // Three of libuv's four threads blocked for good (syncFile opens with node:fs, on the pool, and
+    // open(2) for reading waits for a writer); one stays free for everything else.
     const stuck = [await fifoOnItsOwnFilesystem(host, p('a')), await fifoOnItsOwnFilesystem(host, p('b')), await fifoOnItsOwnFilesystem(host, p('c'))]
-    await Promise.all(stuck.map((fifo) => expectHostError(host.readFile(fifo), 'ETIMEDOUT')))
+    await Promise.all(stuck.map((fifo) => expectHostError(host.syncFile(fifo), 'ETIMEDOUT')))
     expect(host.stalledCalls().map((call) => call.path)).toEqual(stuck)
     await vi.waitFor(() => expect(host.stalledCalls().map((call) => call.key)).toEqual([p('a'), p('b'), p('c')]))
     const refused = await expectHostError(host.stat(p()), 'ETIMEDOUT')

@@ -32,6 +32,8 @@ export type IoOp =
   | readonly ['mkdirp', path: string, mode: number]
   /** → undefined. `remove` is unlink(2), then rmdir(2) when it is a directory (EISDIR). */
   | readonly ['rmdir' | 'unlink' | 'remove', path: string]
+  /** The whole file → Uint8Array, or string when `utf8`. */
+  | readonly ['readFile', path: string, utf8: boolean]
   /** → undefined. */
   | readonly ['writeFile', path: string, data: Uint8Array | string, mode: number]
   /** Appends (O_APPEND|O_CREAT, 0600), then fdatasync(2) when `sync`. → undefined. */
@@ -289,6 +291,7 @@ const calls = {
       fs.rmdirSync(p)
     }
   },
+  readFile: (p, utf8) => (utf8 ? fs.readFileSync(p, 'utf8') : fs.readFileSync(p)),
   writeFile: (p, data, mode) => { fs.writeFileSync(p, data, { mode }) },
   append: (p, data, sync) => {
     const fd = fs.openSync(p, 'a', 0o600)

@@ -5,7 +5,7 @@
  * tear-down repeat for every volume on the I/O worker (io-workers.ts), in batches; the rest on
  * libuv's threadpool.
  */
-import { access, chmod, lchown, open, readdir, readFile, readlink, realpath, rename, stat, symlink, truncate, writeFile } from 'node:fs/promises'
+import { access, chmod, lchown, open, readdir, readlink, realpath, rename, stat, symlink, truncate, writeFile } from 'node:fs/promises'
 import { constants as osConstants } from 'node:os'
 import { basename, dirname, posix } from 'node:path'
 import type {
@@ -93,7 +93,7 @@ export class LinuxHost implements Host {
       },
     })
     this.#table = new MountTable(libc, '/proc/self/mountinfo', () =>
-      this.#sys.fs('read', '/proc/self/mountinfo', () => readFile('/proc/self/mountinfo', 'utf8'), { key: '/proc' }),
+      this.#sys.fs('read', '/proc/self/mountinfo', () => this.#io.run<string>(['readFile', '/proc/self/mountinfo', true]), { key: '/proc' }),
     )
     const sys = this.#sys
     if (capabilities.loopDevices) (this as { loopDevices?: LoopDevices }).loopDevices = createLoopDevices(sys)
@@ -215,7 +215,7 @@ export class LinuxHost implements Host {
   }
 
   readFile(path: string): Promise<Uint8Array> {
-    return this.#sys.fs('read', path, () => readFile(path))
+    return this.#sys.fs('read', path, () => this.#io.run<Uint8Array>(['readFile', path, false]))
   }
 
   async writeFile(path: string, data: Uint8Array | string, options?: { readonly mode?: number }): Promise<void> {
