@@ -134,7 +134,14 @@ export class IoWorkers {
 
   #dispatch(): void {
     while (this.#queue.length > 0) {
-      const slot = this.#freeSlot()
+      let slot: Slot | undefined
+      try {
+        slot = this.#freeSlot()
+      } catch (err) {
+        // No thread could be started (the process is out of memory or threads): the calls fail.
+        for (const item of this.#queue.splice(0)) item.reject(err)
+        return
+      }
       if (!slot) return
       const items = this.#queue.length <= this.#options.batchSize ? this.#queue : this.#queue.slice(0, this.#options.batchSize)
       this.#queue = items === this.#queue ? [] : this.#queue.slice(items.length)
