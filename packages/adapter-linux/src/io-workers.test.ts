@@ -69,3 +69,12 @@ it('a worker that is slow to start a batch (a large write being copied to it) is
   await io.run(['writeFile', `${dir}/big`, data, 0o644])
   expect(io.workers.stalled).toBe(0)
 })
+
+it('close stops the idle worker; the next call starts another', async () => {
+  await io.run(['mkdir', `${dir}/a`, 0o755])
+  expect(io.workers.started).toBe(1)
+  io.close()
+  expect(io.workers.started).toBe(0)
+  expect(await io.run<FileFields | null>(['lstat', `${dir}/a`])).not.toBeNull()
+  expect(io.workers.started).toBe(1)
+})
