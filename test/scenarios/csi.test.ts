@@ -183,6 +183,37 @@ describe('CSI persistent volumes', () => {
     expect(methods(w).at(-1)).toBe('NodeUnstageVolume')
   })
 
+  it('a driver that answers NodeUnpublish and NodeUnstage but leaves the mounts: nothing under them is removed, the unmount fails', async () => {
+    const w = world()
+    const h = await start(w, { csiDriver: { attachRequired: false } })
+    await h.addPodAndWait(claimPod('a'))
+    const target = `${ROOT}/${TARGET('a')}`
+    const staging = `${ROOT}/${STAGING}`
+    await w.host.writeFile(`${target}/data.txt`, 'kept')
+    await w.host.writeFile(`${staging}/data.txt`, 'kept')
+    // Success without the work: the driver never unmounts.
+    const lying = w.driver.intercept(async (call, next) => (call.method === 'NodeUnpublishVolume' || call.method === 'NodeUnstageVolume' ? {} : next()))
+    h.pods.deletePod('a')
+    const failed = (name: string) => h.operations.find((o) => o.name === name && o.error !== undefined)
+    await h.advanceUntil(() => failed('volume_unmount') !== undefined, { maxMs: 10_000 })
+    expect(failed('volume_unmount')?.error).toContain(`${target} is still mounted`)
+    expect(relative(w)).toEqual([STAGING, TARGET('a')].sort())
+    expect(text(await w.host.readFile(`${target}/data.txt`))).toBe('kept')
+    expect(w.host.exists(`${ROOT}/pods/a/volumes/kubernetes.io~csi/pv-data/vol_data.json`)).toBe(true)
+
+    // The pod's mount goes away by other means; the same lie at unstage keeps the staging mount.
+    await w.host.unmount(target)
+    await h.advanceUntil(() => failed('unmount_device') !== undefined, { maxMs: 20_000 })
+    expect(failed('unmount_device')?.error).toContain(`${staging} is still mounted`)
+    expect(text(await w.host.readFile(`${staging}/data.txt`))).toBe('kept')
+    expect(w.host.exists(`${ROOT}/${STAGING.replace('/globalmount', '')}/vol_data.json`)).toBe(true)
+
+    lying()
+    await h.advanceUntil(() => relative(w).length === 0, { maxMs: 20_000 })
+    expect(relative(w)).toEqual([])
+    expect(w.host.exists(`${ROOT}/plugins/kubernetes.io/csi/${DRIVER}/${sha256Hex(HANDLE)}`)).toBe(false)
+  })
+
   it('a final error (InvalidArgument) on stage removes the staging directory and its vol_data.json', async () => {
     const w = world()
     const h = await start(w, { csiDriver: { attachRequired: false } })
