@@ -105,6 +105,23 @@ describeAsRoot('linux host: mounts on the real kernel', () => {
     expect(entry?.options).toEqual(expect.arrayContaining(['ro', 'nosuid', 'nodev', 'noexec']))
   })
 
+  it('mkdir -p: a pod of volumes at once makes their shared parents, with the mode, and refuses a file', async () => {
+    const { host, p } = h()
+    const volumes = Array.from({ length: 10 }, (_, i) => p('pods', 'u1', 'volumes', 'plugin', `v${i}`))
+    // Siblings under four missing levels, one of them asked for twice, all in one turn.
+    await Promise.all([...volumes, volumes[3] as string].map((v) => host.mkdir(v, { recursive: true, mode: 0o750 })))
+    for (const v of [...volumes, p('pods', 'u1', 'volumes'), p('pods')]) {
+      const info = await host.lstat(v)
+      expect(info?.type).toBe('directory')
+      expect((info?.mode ?? 0) & 0o777).toBe(0o750)
+    }
+    // Existing: no error, and nothing changes.
+    await host.mkdir(volumes[0] as string, { recursive: true })
+    await host.writeFile(p('pods', 'file'), 'x')
+    await expectHostError(host.mkdir(p('pods', 'file'), { recursive: true }), 'EEXIST')
+    await expectHostError(host.mkdir(p('pods', 'file', 'below'), { recursive: true }), 'ENOTDIR')
+  })
+
   it('a failed mount names the call, the path and the kernel reason', async () => {
     const { host, p } = h()
     await host.mkdir(p('m'))

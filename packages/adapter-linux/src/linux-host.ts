@@ -52,7 +52,6 @@ import { createSys } from './sys.js'
 
 const osErrno = osConstants.errno
 const MOUNT_ROOT = BigInt(c.STATX_ATTR_MOUNT_ROOT)
-const isMissing = (err: unknown): boolean => err instanceof HostError && err.code === 'ENOENT'
 /**
  * How long a batch of calls may run on the I/O worker before the calls it has not started go to
  * another one: what a blocked call (a dead NFS server) can add to the wait of the calls behind it.
@@ -147,65 +146,22 @@ export class LinuxHost implements Host {
       await this.#sys.fs('mkdir', path, () => this.#io.run(['mkdir', path, mode]))
       return
     }
-    // mkdir -p onto an existing file: the port (like `mkdir -p`) says EEXIST. Only when the last
-    // directory was not made here can the path be a file.
-    if (!(await this.#mkdirAll(posix.resolve(path), mode))) {
-      const info = await this.stat(path)
-      if (info && info.type !== 'directory') throw new HostError('EEXIST', 'mkdir', path, 'file exists')
-    }
+    await this.#mkdirAll(posix.resolve(path), mode)
   }
 
   /**
-   * mkdir -p with the creation of each directory shared: a pod's volumes set up at once all need
-   * the same missing parents (`pods/<uid>/volumes/<plugin>`), and each parent is made by one call
-   * that the others wait for, not by every volume racing the same mkdir(2)s (node's recursive
-   * mkdir per volume made about forty calls for five directories, for ten volumes of a new pod).
-   * Resolves true when `path` itself was made here, false when it existed.
+   * mkdir -p as one call on the I/O worker: mkdir(2) of `path`, and only when a parent is missing
+   * the walk up and down that node's recursive mkdir makes (an existing file at `path` is EEXIST,
+   * as `mkdir -p` says). A pod's volumes set up at once all need the same missing parents
+   * (`pods/<uid>/volumes/<plugin>`): their calls go to the worker in one batch and are made one
+   * after another, so the first makes the parents and the rest find them. Callers asking for the
+   * same path at once share one call.
    */
   #mkdirAll(path: string, mode: number): Promise<boolean> {
     const running = this.#making.get(path)
     if (running) return running
-    const making = this.#mkdirOne(path, mode).finally(() => this.#making.delete(path))
+    const making = this.#sys.fs('mkdir', path, () => this.#io.run<boolean>(['mkdirp', path, mode])).finally(() => this.#making.delete(path))
     this.#making.set(path, making)
-    return making
-  }
-
-  async #mkdirOne(path: string, mode: number): Promise<boolean> {
-    const make = (): Promise<boolean> =>
-      this.#sys.fs('mkdir', path, () => this.#io.run(['mkdir', path, mode])).then(
-        () => true,
-        (err: unknown) => {
-          if (err instanceof HostError && err.code === 'EEXIST') return false
-          throw err
-        },
-      )
-    // A parent being made by another call: wait for it instead of an mkdir(2) bound to fail.
-    for (let parent = dirname(path); parent !== '/'; parent = dirname(parent)) {
-      const making = this.#making.get(parent)
-      if (making) {
-        await making.catch(() => undefined)
-        break
-      }
-    }
-    try {
-      return await make()
-    } catch (err) {
-      if (!isMissing(err) || path === '/') throw err
-    }
-    await this.#mkdirParents(dirname(path), mode)
-    return make()
-  }
-
-  // The missing parents in one recursive mkdir, which walks up and down the path without coming
-  // back to JavaScript between levels (a new pod's `volumes/<plugin>/<name>` is four levels).
-  // Shared like the rest: a sibling that needs the same parents waits for this call.
-  #mkdirParents(dir: string, mode: number): Promise<boolean> {
-    const running = this.#making.get(dir)
-    if (running) return running
-    const making = this.#sys
-      .fs('mkdir', dir, () => this.#io.run<boolean>(['mkdirp', dir, mode]))
-      .finally(() => this.#making.delete(dir))
-    this.#making.set(dir, making)
     return making
   }
 
