@@ -44,6 +44,19 @@ export type IoOp =
   | readonly ['umount2', target: string, flags: number]
   /** statx(AT_FDCWD, path, flags, mask) → SysResult with the filled `struct statx` as `buf`. */
   | readonly ['statx', path: string, flags: number, mask: number]
+  /**
+   * Per path in order: statx(path, flags, mask), skipped when missing; a mount root (`mountRoot` in
+   * stx_attributes) stops with EBUSY; else unlink(2), rmdir(2) when a directory, skipped when
+   * missing. → {@link RemoveUnmounted}.
+   */
+  | readonly ['removeUnmounted', paths: readonly string[], flags: number, mask: number, mountRoot: number]
+
+/**
+ * Where `removeUnmounted` stopped: at `paths.length` when every path is done; else at the path that
+ * ended it, with the errno and call that failed (EBUSY from `statx`: a mount point), or errno 0
+ * when this kernel's statx cannot tell a mount root.
+ */
+export type RemoveUnmounted = readonly [stoppedAt: number, errno: number, syscall: string]
 
 /** A file's fields as the worker sends them: mode (with the type bits), uid, gid, size, dev, ino, mtimeMs, rdev. */
 export type FileFields = readonly [number, number, number, number, number, number, number, number]
@@ -283,6 +296,7 @@ function fields(s) {
   return s === undefined ? null : [s.mode, s.uid, s.gid, s.size, s.dev, s.ino, s.mtimeMs, s.rdev]
 }
 const AT_FDCWD = -100
+const { ENOENT, EBUSY } = require('node:os').constants.errno
 const calls = {
   lstat: (p) => fields(fs.lstatSync(p, { throwIfNoEntry: false })),
   stat: (p) => fields(fs.statSync(p, { throwIfNoEntry: false })),
@@ -315,6 +329,27 @@ const calls = {
     const buf = new Uint8Array(256)
     const r = result(libc().statx(AT_FDCWD, p, flags, mask, buf))
     return r.ret < 0 ? r : { ret: r.ret, errno: 0, buf }
+  },
+  removeUnmounted: (paths, flags, mask, mountRoot) => {
+    const buf = new Uint8Array(256)
+    const view = new DataView(buf.buffer)
+    for (let i = 0; i < paths.length; i++) {
+      const r = result(libc().statx(AT_FDCWD, paths[i], flags, mask, buf))
+      if (r.ret < 0) {
+        if (r.errno === ENOENT) continue
+        return [i, r.errno, 'statx']
+      }
+      // stx_attributes_mask and stx_attributes, low words (the mount-root bit is below 2^32).
+      if ((view.getUint32(56, true) & mountRoot) === 0) return [i, 0, '']
+      if ((view.getUint32(8, true) & mountRoot) !== 0) return [i, EBUSY, 'statx']
+      try {
+        calls.remove(paths[i])
+      } catch (err) {
+        if (err.code === 'ENOENT') continue
+        return [i, Math.abs(err.errno), err.syscall]
+      }
+    }
+    return [paths.length, 0, '']
   },
 }
 parentPort.on('message', ({ id, ops, claims }) => {

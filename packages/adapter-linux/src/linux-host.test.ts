@@ -122,6 +122,27 @@ describeAsRoot('linux host: mounts on the real kernel', () => {
     await expectHostError(host.mkdir(p('pods', 'file', 'below'), { recursive: true }), 'ENOTDIR')
   })
 
+  it('removeUnmounted: a mount point is refused by the check before any rmdir(2); a symlink to one is only unlinked', async () => {
+    const { host, p } = h()
+    await host.mkdir(p('vol', 'mount'), { recursive: true })
+    await host.mount({ source: 'tmpfs', target: p('vol', 'mount'), fstype: 'tmpfs' })
+    await host.symlink(p('vol', 'mount'), p('link'))
+    // The table not read since the mount, then read: the worker's statx, then the table, answer.
+    for (const readTable of [false, true]) {
+      if (readTable) await host.mounts()
+      const err = await expectHostError(host.removeUnmounted([p('vol', 'mount'), p('vol')]), 'EBUSY')
+      // rmdir(2) would have said EBUSY too; the check names itself.
+      expect([err.syscall, err.path]).toEqual(['remove', p('vol', 'mount')])
+      expect(await host.isMountPoint(p('vol', 'mount'))).toBe(true)
+    }
+    await host.removeUnmounted([p('link')])
+    expect(await host.lstat(p('link'))).toBeNull()
+    expect(await host.isMountPoint(p('vol', 'mount'))).toBe(true)
+    await host.unmount(p('vol', 'mount'))
+    await host.removeUnmounted([p('vol', 'mount'), p('vol')])
+    expect(await host.lstat(p('vol'))).toBeNull()
+  })
+
   it('a failed mount names the call, the path and the kernel reason', async () => {
     const { host, p } = h()
     await host.mkdir(p('m'))

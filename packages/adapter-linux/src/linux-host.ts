@@ -22,7 +22,7 @@ import type {
   SubPaths,
   UnmountOptions,
 } from '@kubevol/core'
-import { HostError, joinPath } from '@kubevol/core'
+import { HostError, joinPath, removeUnmountedOneByOne } from '@kubevol/core'
 import { errnoError, toHostError } from './errno.js'
 import { findHolders } from './holders.js'
 import { createBlockDevices } from './block-devices.js'
@@ -31,7 +31,7 @@ import { CallRunner } from './call-runner.js'
 import * as c from './constants.js'
 import { spawnTools } from './exec.js'
 import { toFileInfo } from './file-info.js'
-import type { FileFields, IoFailure } from './io-workers.js'
+import type { FileFields, IoFailure, RemoveUnmounted } from './io-workers.js'
 import { IoWorkers } from './io-workers.js'
 import { createFilesystems } from './filesystems.js'
 import type { StatfsResult, SysResult } from './libc.js'
@@ -201,6 +201,31 @@ export class LinuxHost implements Host {
         throw err.syscall === 'rmdir' ? toHostError(err, 'rmdir', path) : err
       }),
     )
+  }
+
+  /**
+   * One call on the I/O worker: per path a statx that tells a mount root (the kernel's answer,
+   * current whether or not the mount table is), then the remove. A path the current table lists is
+   * a mount point known with no call: then, and on a kernel whose statx cannot tell a mount root,
+   * each path is checked and removed as two calls.
+   */
+  async removeUnmounted(paths: readonly string[]): Promise<void> {
+    const normalized = paths.map((p) => posix.resolve(p))
+    const first = normalized[0]
+    if (first === undefined) return
+    const last = this.#table.lastTargets()
+    let from = 0
+    if (!(last?.current && normalized.some((p) => last.targets.has(p)))) {
+      const [stoppedAt, errno, syscall] = await this.#sys.fs('unlink', first, () =>
+        this.#io.run<RemoveUnmounted>(['removeUnmounted', normalized, c.AT_SYMLINK_NOFOLLOW | c.AT_STATX_DONT_SYNC, c.STATX_TYPE, c.STATX_ATTR_MOUNT_ROOT]),
+      )
+      const path = paths[stoppedAt]
+      if (path === undefined) return
+      if (syscall === 'statx' && errno === osErrno.EBUSY) throw new HostError('EBUSY', 'remove', path, 'a mount point')
+      if (errno !== 0) throw errnoError(errno, syscall, path)
+      from = stoppedAt
+    }
+    await removeUnmountedOneByOne(this, paths.slice(from))
   }
 
   removeAll(path: string): Promise<void> {

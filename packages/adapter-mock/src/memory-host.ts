@@ -109,6 +109,7 @@ const LINES_KEPT = new Set([
   'syncFile',
   'truncate',
   'remove',
+  'removeUnmounted',
   'removeAll',
   'rename',
   'symlink',
@@ -252,6 +253,10 @@ export class MemoryHost implements Host {
 
   remove(path: string): Promise<void> {
     return this.#call('remove', [path], path, () => removal.remove(this.#state, path))
+  }
+
+  removeUnmounted(paths: readonly string[]): Promise<void> {
+    return this.#call('removeUnmounted', [paths], paths[0], () => removal.removeUnmounted(this.#state, paths))
   }
 
   removeAll(path: string): Promise<void> {

@@ -46,12 +46,30 @@ export function rename(state: HostState, from: string, to: string): void {
 
 /** unlink(2) or rmdir(2): a file, a symlink (not its target) or an empty directory. */
 export function remove(state: HostState, path: string): void {
+  removeOne(state, path, true)
+}
+
+/**
+ * `removeUnmounted`: each path removed in order, a missing one skipped; a mount point ends it with
+ * EBUSY as a check before the remove, so it is not a breach.
+ */
+export function removeUnmounted(state: HostState, paths: readonly string[]): void {
+  for (const path of paths) {
+    try {
+      removeOne(state, path, false)
+    } catch (err) {
+      if (!isHostError(err, 'ENOENT')) throw err
+    }
+  }
+}
+
+function removeOne(state: HostState, path: string, breach: boolean): void {
   const result = lookup(state.table, path, { follow: false, syscall: 'unlink' })
   const syscall = result.entry?.type === 'directory' ? 'rmdir' : 'unlink'
   if (!result.entry) throw new HostError('ENOENT', syscall, path, 'no such file or directory')
   if (!result.parent) throw new HostError('EBUSY', syscall, path, 'device or resource busy')
   if (state.table.isMountpoint(result.entry)) {
-    recordViolation(state, 'remove-mount-point', path, `remove of ${path}, which is a mount point`)
+    if (breach) recordViolation(state, 'remove-mount-point', path, `remove of ${path}, which is a mount point`)
     throw new HostError('EBUSY', syscall, path, 'device or resource busy')
   }
   assertWritable(result.parent.mount, syscall, path)

@@ -46,6 +46,13 @@ describe('strict mode', () => {
     host.assertNoViolations()
   })
 
+  it('removeUnmounted of a mount point is refused (EBUSY) as a check, not a breach', async () => {
+    const host = await hostWithMounts()
+    expect(await errorCode(host.removeUnmounted(['/pod/vol', '/pod']))).toBe('EBUSY')
+    expect(host.tree('/pod/vol')).toMatchObject({ mount: { fstype: 'tmpfs' }, children: { data: { text: 'precious' } } })
+    expect(host.violations).toEqual([])
+  })
+
   it('removeAll across a mount point deletes nothing at all, on either filesystem', async () => {
     const host = await hostWithMounts()
     await host.writeFile('/pod/sibling', 'also kept')

@@ -186,6 +186,14 @@ export interface Host {
   appendFile?(path: string, data: Uint8Array | string, options?: { readonly sync?: boolean }): Promise<void>
   /** Flushes a file's data and metadata to stable storage (fsync). */
   syncFile?(path: string): Promise<void>
+  /**
+   * Removes each path in order as {@link Host.remove} does, unless it is a mount point, in one call
+   * where the host can make it one (a volume's mount directory, the file beside it, their parent).
+   * A missing path is skipped. A mount point ends it with EBUSY before any remove is tried on it;
+   * any other failure (ENOTEMPTY) ends it too. The error names the path it ended at, and the paths
+   * after it are left as they are.
+   */
+  removeUnmounted?(paths: readonly string[]): Promise<void>
   /** What holds `path` busy, for the message of an unmount that failed with EBUSY. */
   holders?(path: string): Promise<PathHolders>
   /** Sets the size of a regular file (extends sparsely or cuts). Present where disk images can grow. */

@@ -9,6 +9,7 @@ import type { HostErrorCode } from '../errors.js'
 import { HostError } from '../errors.js'
 import type { Host, MountEntry } from '../host/host.js'
 import { joinPath } from '../paths.js'
+import { removeUnmounted } from '../plugins/util/remove-unmounted.js'
 
 /** Parts of the contract a host can be excused from where it runs (they are reported as skipped). */
 export type HostContractArea = 'files' | 'symlinks' | 'ownership' | 'mounts' | 'devices'
@@ -501,6 +502,36 @@ export function runHostContract(name: string, setup: () => Promise<HostContractS
         await expectHostError(h().rename(p('m', 'f'), p('moved')), 'EXDEV')
         await expectHostError(h().rename(p('outside'), p('m', 'g')), 'EXDEV')
         expect(await read(p('m', 'f'))).toBe('x')
+      })
+
+      it('removeUnmounted removes in order, skips what is missing, and stops at a mount point or a non-empty directory', async () => {
+        const vol = p('pod', 'volumes', 'vol')
+        const paths = [p('pod', 'volumes', 'vol', 'mount'), p('pod', 'volumes', 'vol', 'vol_data.json'), vol]
+        await h().mkdir(paths[0] as string, { recursive: true })
+        await h().writeFile(paths[1] as string, '{}')
+        await tmpfs(paths[0] as string)
+        await h().writeFile(p('pod', 'volumes', 'vol', 'mount', 'data'), 'keep me')
+        // Whether or not the host has read its mount table since the mount.
+        for (const readTable of [false, true]) {
+          if (readTable) await h().mounts()
+          const err = await expectHostError(removeUnmounted(h(), paths), 'EBUSY')
+          expect(err.path).toBe(paths[0])
+          expect(await read(p('pod', 'volumes', 'vol', 'mount', 'data'))).toBe('keep me')
+          expect(await read(paths[1] as string)).toBe('{}')
+        }
+        await h().unmount(paths[0] as string)
+        // A directory with something left in it ends it: its parent stays.
+        await h().writeFile(p('pod', 'volumes', 'vol', 'mount', 'left'), 'x')
+        expect((await expectHostError(removeUnmounted(h(), paths), 'ENOTEMPTY')).path).toBe(paths[0])
+        expect(await read(paths[1] as string)).toBe('{}')
+        await h().remove(p('pod', 'volumes', 'vol', 'mount', 'left'))
+        await removeUnmounted(h(), paths)
+        expect(await h().lstat(vol)).toBeNull()
+        // Missing paths (and a missing parent) are skipped; then the rest goes.
+        await h().mkdir(p('pod', 'other'))
+        await removeUnmounted(h(), [p('pod', 'gone'), p('pod', 'gone', 'below'), p('pod', 'other')])
+        expect(await h().readdir(p('pod', 'volumes'))).toEqual([])
+        expect(await h().lstat(p('pod', 'other'))).toBeNull()
       })
 
       it('removeAll refuses to cross a mount point (EBUSY) and leaves the mounted data intact', async () => {

@@ -13,7 +13,7 @@ import { waitForVolumeAttachment } from './attachment.js'
 import { classifyCsiError, isFinalCsiError } from './csi-error.js'
 import { accessModeOf, attachmentName, csiSourceOf, ephemeralVolumeHandle, lifecycleModesOf, podInfoAttributes, readSecrets, serviceAccountTokens } from './requests.js'
 import { CSI_PLUGIN_NAME, type CsiRuntime, call, capabilitiesOf, driverObject, driverOf, stagingPath } from './runtime.js'
-import { removeMountDir } from './stage.js'
+import { removeMountDir, removeVolumeDirs } from './stage.js'
 import { type VolData, loadVolData, removeVolData, saveVolData } from './vol-data.js'
 
 /** The pod's volume directory and its `mount` target. */
@@ -126,7 +126,5 @@ export async function unpublishVolume(rt: CsiRuntime, podUID: string, specName: 
   } else if (await host.isMountPoint(target).catch(() => false)) {
     throw new Error(`cannot unpublish ${target}: ${dirname(target)}/vol_data.json is missing`)
   }
-  await removeMountDir(rt, target)
-  await removeVolData(host, dir)
-  await removeMountDir(rt, dir)
+  await removeVolumeDirs(rt, target, dir)
 }

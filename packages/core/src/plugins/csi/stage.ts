@@ -4,26 +4,31 @@
 import type { VolumeSpec } from '../../api/volume-spec.js'
 import { mountOptionsOf } from '../../api/volume-spec.js'
 import { isHostError } from '../../errors.js'
-import { dirname } from '../../paths.js'
+import { dirname, joinPath } from '../../paths.js'
 import type { DeviceMounterArgs } from '../plugin.js'
+import { removeUnmounted } from '../util/remove-unmounted.js'
 import { waitForVolumeAttachment } from './attachment.js'
 import { classifyCsiError, isFinalCsiError } from './csi-error.js'
 import { accessModeOf, csiSourceOf, readSecrets } from './requests.js'
 import { type CsiRuntime, call, capabilitiesOf, driverObject, driverOf } from './runtime.js'
-import { loadVolData, removeVolData, saveVolData } from './vol-data.js'
+import { loadVolData, removeVolData, saveVolData, VOL_DATA_FILE } from './vol-data.js'
+
+/** Removes a directory (or file) unless it is a mount point; absent is fine, still mounted is an error. */
+export async function removeMountDir(rt: CsiRuntime, path: string): Promise<void> {
+  await removeVolumeDirs(rt, path)
+}
 
 /**
- * Removes a directory (or file) unless it is a mount point; absent is fine, still mounted is an
- * error. One call: the host's `remove` is refused with EBUSY on a mount point (rmdir(2) and
- * unlink(2) are, on Linux), so no separate check is asked first, and nothing below a mount, which
- * may hang, is looked at.
+ * Removes a mount directory, the `vol_data.json` beside it and their directory, in that order (the
+ * kubelet's removeMountDir), as one host call where the host can. The mount directory still
+ * mounted is an error, and then nothing is removed.
  */
-export async function removeMountDir(rt: CsiRuntime, path: string): Promise<void> {
+export async function removeVolumeDirs(rt: CsiRuntime, mountDir: string, dataDir?: string): Promise<void> {
+  const paths = dataDir === undefined ? [mountDir] : [mountDir, joinPath(dataDir, VOL_DATA_FILE), dataDir]
   try {
-    await rt.context().host.remove(path)
+    await removeUnmounted(rt.context().host, paths)
   } catch (err) {
-    if (isHostError(err, 'ENOENT')) return
-    if (isHostError(err, 'EBUSY')) throw new Error(`${path} is still mounted`)
+    if (isHostError(err, 'EBUSY')) throw new Error(`${err.path} is still mounted`)
     throw err
   }
 }
@@ -101,7 +106,5 @@ export async function unstageVolume(rt: CsiRuntime, deviceMountPath: string): Pr
       }
     }
   }
-  await removeMountDir(rt, deviceMountPath)
-  await removeVolData(host, dataDir)
-  await removeMountDir(rt, dataDir)
+  await removeVolumeDirs(rt, deviceMountPath, dataDir)
 }
