@@ -207,6 +207,8 @@ describe('CSI persistent volumes', () => {
     expect(failed('unmount_device')?.error).toContain(`${staging} is still mounted`)
     expect(text(await w.host.readFile(`${staging}/data.txt`))).toBe('kept')
     expect(w.host.exists(`${ROOT}/${STAGING.replace('/globalmount', '')}/vol_data.json`)).toBe(true)
+    // Refused by a check: no remove was tried on either mount point.
+    expect(w.host.violations).toEqual([])
 
     lying()
     await h.advanceUntil(() => relative(w).length === 0, { maxMs: 20_000 })
