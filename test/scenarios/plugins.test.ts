@@ -47,6 +47,25 @@ describe('emptyDir', () => {
     expect(h.host.exists(target)).toBe(false)
   })
 
+  it('in memory: tear-down is marker, marker directory, check, unmount, remove: one call each', async () => {
+    const h = start()
+    await h.addPodAndWait(buildPod({ uid: 'a', volumes: [{ name: 'shm', emptyDir: { medium: 'Memory' } }] }))
+    const calls: string[] = []
+    h.host.intercept((call, next) => {
+      if (call.path?.includes('empty-dir')) calls.push(`${call.method} ${call.path.replace(`${ROOT}/pods/a/`, '')}`)
+      return next()
+    })
+    h.pods.deletePod('a')
+    await h.manager.waitForIdle()
+    expect(calls).toEqual([
+      'remove plugins/kubernetes.io~empty-dir/shm/ready',
+      'removeAll plugins/kubernetes.io~empty-dir/shm',
+      'isMountPoint volumes/kubernetes.io~empty-dir/shm',
+      'unmount volumes/kubernetes.io~empty-dir/shm',
+      'removeAll volumes/kubernetes.io~empty-dir/shm',
+    ])
+  })
+
   it.each([
     { medium: 'HugePages', error: 'emptyDir medium "HugePages" is not supported by kubevol' },
     { medium: 'Tape', error: 'unknown storage medium "Tape"' },

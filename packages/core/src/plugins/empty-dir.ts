@@ -75,8 +75,15 @@ export async function setUpEmptyDirAt(host: Host, dir: string, tmpfsBytes: numbe
  * is done.
  */
 export async function tearDownEmptyDirAt(host: Host, dir: string): Promise<void> {
-  if (!(await host.lstat(dir))) return
-  if (await host.isMountPoint(dir)) await host.unmount(dir)
+  // The mount-point check says ENOENT for a missing `dir`: no lstat first.
+  let mounted: boolean
+  try {
+    mounted = await host.isMountPoint(dir)
+  } catch (err) {
+    if (isHostError(err, 'ENOENT')) return
+    throw err
+  }
+  if (mounted) await host.unmount(dir)
   await host.removeAll(dir)
 }
 
