@@ -57,6 +57,11 @@ const MOUNT_ROOT = BigInt(c.STATX_ATTR_MOUNT_ROOT)
  * another one: what a blocked call (a dead NFS server) can add to the wait of the calls behind it.
  */
 const IO_STALL_MS = 100
+
+/** Absolute, with no empty, `.` or `..` component and no trailing slash: what posix.resolve would leave as it is. */
+function isNormalAbsolute(path: string): boolean {
+  return path.charCodeAt(0) === 47 && !path.includes('//') && !path.includes('/.') && (path.length === 1 || !path.endsWith('/'))
+}
 /** Bytes (or characters) past which writeFile does not go through the I/O worker. */
 const LARGE_WRITE = 1 << 20
 
@@ -411,11 +416,15 @@ export class LinuxHost implements Host {
 
   // The filesystem a path is on, for quarantine: the target of the mount holding it in the last snapshot.
   #keyOf(path: string): string {
-    // The nearest ancestor that is a mount target: O(depth), whatever the size of the table.
+    // The nearest ancestor that is a mount target: O(depth), whatever the size of the table. Asked
+    // on every call, so a path already absolute and normal is walked up as it is, by slicing.
     const targets = this.#table.peekTargets()
-    for (let p = posix.resolve(path); ; p = posix.dirname(p)) {
+    let p = isNormalAbsolute(path) ? path : posix.resolve(path)
+    for (;;) {
       if (targets.has(p)) return p
-      if (p === '/') return '/'
+      const slash = p.lastIndexOf('/')
+      if (slash <= 0) return '/'
+      p = p.slice(0, slash)
     }
   }
 }
