@@ -78,3 +78,22 @@ it('close stops the idle worker; the next call starts another', async () => {
   expect(await io.run<FileFields | null>(['lstat', `${dir}/a`])).not.toBeNull()
   expect(io.workers.started).toBe(1)
 })
+
+it('a worker that ends before making any call fails the calls it held, and does not start workers in a loop', async () => {
+  // A heap too small to start in: node ends the worker with ERR_WORKER_OUT_OF_MEMORY.
+  const starved = new IoWorkers({ maxWorkers: 3, stallMs: 50, resourceLimits: { maxOldGenerationSizeMb: 1, maxYoungGenerationSizeMb: 1 } })
+  try {
+    const results = await Promise.allSettled([starved.run(['mkdir', `${dir}/a`, 0o755]), starved.run(['lstat', dir])])
+    for (const result of results) {
+      expect(result.status).toBe('rejected')
+      expect(String((result as PromiseRejectedResult).reason)).toMatch(/the I\/O worker ended before making a call: .*memory limit/)
+    }
+    expect(starved.workers).toEqual({ started: 0, stalled: 0 })
+    // Nothing ran, and a later call is answered the same way, not retried for ever.
+    await expect(io.run(['lstat', `${dir}/a`])).resolves.toBeNull()
+    await expect(starved.run(['lstat', dir])).rejects.toThrow(/ended before making a call/)
+    expect(starved.workers.started).toBe(0)
+  } finally {
+    starved.close()
+  }
+})

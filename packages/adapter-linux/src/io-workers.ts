@@ -20,7 +20,7 @@
  * the call itself (ETIMEDOUT) is the CallRunner's, as for every other call.
  */
 import { createRequire } from 'node:module'
-import { Worker } from 'node:worker_threads'
+import { type ResourceLimits, Worker } from 'node:worker_threads'
 
 /** A call the worker makes; the answer's shape is given with each. */
 export type IoOp =
@@ -77,6 +77,8 @@ export interface IoWorkersOptions {
   readonly stallMs: number
   /** Calls in one message at most. @default 256 */
   readonly batchSize?: number
+  /** The workers' heap and stack limits (node's `resourceLimits`). @default node's */
+  readonly resourceLimits?: ResourceLimits
 }
 
 interface Pending {
@@ -98,6 +100,8 @@ interface Slot {
   batch?: Batch
   /** Its batch ran past `stallMs`: it no longer counts as the running worker. */
   stalled: boolean
+  /** It has answered a call: it started. */
+  answered: boolean
 }
 
 /** [index of the first answer, answers, last message of the batch]; an answer is [0, value], [1, failure] or 0 (taken back). */
@@ -116,7 +120,7 @@ export class IoWorkers {
   #nextId = 0
 
   constructor(options: IoWorkersOptions) {
-    this.#options = { batchSize: 256, ...options }
+    this.#options = { batchSize: 256, resourceLimits: {}, ...options }
   }
 
   /** Makes `op` in a worker; resolves with its answer, rejects with an {@link IoFailure} or the worker's error. */
@@ -176,9 +180,9 @@ export class IoWorkers {
 
   #start(): Slot {
     // No --require or other flags of the process: the worker runs only the source below.
-    const worker = new Worker(WORKER_SOURCE, { eval: true, execArgv: [], workerData: { koffi: koffiPath() } })
+    const worker = new Worker(WORKER_SOURCE, { eval: true, execArgv: [], workerData: { koffi: koffiPath() }, resourceLimits: this.#options.resourceLimits })
     worker.unref()
-    const slot: Slot = { worker, stalled: false }
+    const slot: Slot = { worker, stalled: false, answered: false }
     worker.on('message', (reply: Reply) => this.#answer(slot, reply))
     worker.on('error', (err: unknown) => this.#drop(slot, err))
     worker.on('exit', (code: number) => this.#drop(slot, new Error(`the I/O worker exited (code ${code})`)))
@@ -219,6 +223,7 @@ export class IoWorkers {
   #answer(slot: Slot, [id, from, answers, done]: Reply): void {
     const batch = slot.batch
     if (!batch || batch.id !== id) return
+    slot.answered = true
     for (let i = 0; i < answers.length; i++) {
       const answer = answers[i]
       if (answer === 0 || answer === undefined) continue
@@ -245,7 +250,16 @@ export class IoWorkers {
     this.#slots.splice(index, 1)
     const batch = slot.batch
     slot.batch = undefined
-    if (batch) {
+    // A worker that ended before it made any call (it could not start: no memory, no thread) fails
+    // the calls it held: sent to another worker they would meet the same end, in a loop.
+    const started = slot.answered || (batch !== undefined && batch.claims.some((claim) => claim !== WAITING))
+    if (batch && err !== undefined && !started) {
+      clearTimeout(batch.timer)
+      const failure = new Error(`the I/O worker ended before making a call: ${err instanceof Error ? err.message : String(err)}`, { cause: err })
+      for (let i = 0; i < batch.items.length; i++) {
+        if (Atomics.compareExchange(batch.claims, i, WAITING, TAKEN_BACK) === WAITING) (batch.items[i] as Pending).reject(failure)
+      }
+    } else if (batch) {
       clearTimeout(batch.timer)
       for (let i = 0; i < batch.items.length; i++) {
         // Still waiting: it runs elsewhere. Started: it went down with the worker (rejecting one
