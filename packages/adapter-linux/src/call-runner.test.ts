@@ -44,6 +44,29 @@ describe('CallRunner (fake clock)', () => {
     expect(runner.stalled()).toEqual([])
   })
 
+  it('each call keeps its own deadline: calls started together time out together, one started later later', async () => {
+    const { clock, runner } = harness(10)
+    const hung = deferred<void>()
+    const settled: string[] = []
+    const track = (name: string, promise: Promise<unknown>) => promise.then(() => settled.push(`${name} ok`), () => settled.push(`${name} timed out`))
+    const done = deferred<number>()
+    track('a', runner.run('stat', '/x/a', '/x', () => hung.promise))
+    track('b', runner.run('stat', '/x/b', '/x', () => hung.promise))
+    track('answered', runner.run('stat', '/x/c', '/x', () => done.promise))
+    await clock.advance(400)
+    track('later', runner.run('stat', '/y/d', '/y', () => hung.promise))
+    done.resolve(1)
+    await clock.advance(599)
+    expect(settled).toEqual(['answered ok'])
+    await clock.advance(1)
+    expect(settled).toEqual(['answered ok', 'a timed out', 'b timed out'])
+    await clock.advance(399)
+    expect(settled).toHaveLength(3)
+    await clock.advance(1)
+    expect(settled.at(-1)).toBe('later timed out')
+    expect(runner.stalled().map((c) => c.path)).toEqual(['/x/a', '/x/b', '/y/d'])
+  })
+
   it('quarantines the stalled filesystem only: calls there fail fast, calls elsewhere run', async () => {
     const { clock, runner } = harness()
     const hung = deferred<void>()
