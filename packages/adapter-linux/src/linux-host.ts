@@ -58,12 +58,13 @@ const MOUNT_ROOT = BigInt(c.STATX_ATTR_MOUNT_ROOT)
  */
 const IO_STALL_MS = 100
 
+/** Bytes (or characters) past which writeFile does not go through the I/O worker. */
+const LARGE_WRITE = 1 << 20
+
 /** Absolute, with no empty, `.` or `..` component and no trailing slash: what posix.resolve would leave as it is. */
 function isNormalAbsolute(path: string): boolean {
   return path.charCodeAt(0) === 47 && !path.includes('//') && !path.includes('/.') && (path.length === 1 || !path.endsWith('/'))
 }
-/** Bytes (or characters) past which writeFile does not go through the I/O worker. */
-const LARGE_WRITE = 1 << 20
 
 /**
  * The Host port on Linux. Create it with {@link createLinuxHost}. Needs root (CAP_SYS_ADMIN) for
