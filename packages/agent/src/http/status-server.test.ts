@@ -1,7 +1,9 @@
+import { once } from 'node:events'
+import { connect } from 'node:net'
 import { silentLogger } from '@kubevol/core'
 import { afterEach, describe, expect, it } from 'vitest'
 import { get } from '../../test/helpers.js'
-import { type HealthCheck, type StatusServer, startStatusServer } from './status-server.js'
+import { HEADERS_TIMEOUT_MS, type HealthCheck, type StatusServer, startStatusServer } from './status-server.js'
 
 let server: StatusServer | undefined
 afterEach(async () => {
@@ -59,4 +61,44 @@ describe('the status endpoints', () => {
     expect((await get(`${url}/metrics`, 'wrong')).status).toBe(401)
     expect((await get(`${url}/metrics`, 's3cret')).status).toBe(200)
   })
+})
+
+describe('the HTTP edge', () => {
+  it.each(['Bearer', 'bearer', 'BEARER', 'bEaReR'])('takes the scheme as written "%s" (case-insensitive, RFC 7235), and only with the right token', async (scheme) => {
+    const { url } = await start('s3cret')
+    const ask = (authorization: string) => fetch(`${url}/v1/state`, { headers: { authorization } }).then((r) => r.status)
+    expect(await ask(`${scheme} s3cret`)).toBe(200)
+    expect(await ask(`${scheme}  s3cret`)).toBe(200)
+    expect(await ask(`${scheme} wrong`)).toBe(401)
+    expect(await ask(`${scheme}s3cret`)).toBe(401)
+    expect(await ask('Basic s3cret')).toBe(401)
+  })
+
+  it(
+    'cuts off a client that sends its headers slowly at 10 s with 408, on a real socket',
+    async () => {
+      const { url } = await start()
+      const { port } = new URL(url)
+      const socket = connect(Number(port), '127.0.0.1')
+      await once(socket, 'connect')
+      const started = performance.now()
+      let answer = ''
+      socket.on('data', (chunk: Buffer) => {
+        answer += chunk.toString('latin1')
+      })
+      socket.write('GET /v1/state HTTP/1.1\r\nHost: x\r\n')
+      // One header line a second, never the blank line that ends them.
+      const drip = setInterval(() => socket.writable && socket.write(`X-Slow-${Math.round(performance.now())}: 1\r\n`), 1_000)
+      try {
+        await once(socket, 'close')
+      } finally {
+        clearInterval(drip)
+      }
+      const elapsed = performance.now() - started
+      expect(answer).toMatch(/^HTTP\/1\.1 408 /)
+      expect(elapsed).toBeGreaterThanOrEqual(HEADERS_TIMEOUT_MS - 100)
+      expect(elapsed).toBeLessThan(HEADERS_TIMEOUT_MS + 2_000)
+    },
+    HEADERS_TIMEOUT_MS + 10_000,
+  )
 })

@@ -10,6 +10,12 @@ import { type IncomingMessage, type Server, type ServerResponse, createServer } 
 import type { AddressInfo } from 'node:net'
 import { type Logger, errorMessage } from '@kubevol/core'
 
+/** A client must have sent its request headers within this long of connecting (then `408`). */
+export const HEADERS_TIMEOUT_MS = 10_000
+/** A client must have sent its whole request within this long. */
+export const REQUEST_TIMEOUT_MS = 30_000
+const CONNECTION_SWEEP_MS = 1_000
+
 /** One health check's outcome. */
 export interface HealthCheck {
   readonly name: string
@@ -63,7 +69,8 @@ function sendJson(res: ServerResponse, status: number, value: unknown): void {
 function authorized(req: IncomingMessage, token: string | undefined): boolean {
   if (token === undefined) return true
   const header = req.headers.authorization ?? ''
-  const match = /^Bearer (.+)$/.exec(header)
+  // The scheme is case-insensitive (RFC 7235 §2.1) and one or more spaces separate it from the token.
+  const match = /^bearer +(.+)$/i.exec(header)
   if (!match) return false
   const given = Buffer.from(match[1] as string)
   const wanted = Buffer.from(token)
@@ -137,7 +144,10 @@ export async function startStatusServer(options: StatusServerOptions): Promise<S
     }
     return sendJson(res, 404, { error: `no endpoint ${JSON.stringify(path.slice(0, 100))}`, endpoints: ['/livez', '/readyz', '/metrics', '/v1/state', '/v1/pods/<uid>', '/v1/events'] })
   }
-  const server: Server = createServer((req, res) => {
+  // Node enforces headersTimeout and requestTimeout only when it sweeps its connections, every
+  // connectionsCheckingInterval (30 s by default): a slow client kept a connection for 30 to 60 s
+  // whatever headersTimeout said. A sweep each second makes the limits below hold within a second.
+  const server: Server = createServer({ connectionsCheckingInterval: CONNECTION_SWEEP_MS }, (req, res) => {
     handle(req, res).catch((err: unknown) => {
       logger.error('Status endpoint failed', { path: req.url, err: errorMessage(err) })
       if (!res.headersSent) send(res, 500, `internal error: ${errorMessage(err)}\n`)
@@ -145,8 +155,8 @@ export async function startStatusServer(options: StatusServerOptions): Promise<S
     })
   })
   // A client that sends headers slowly (or never) does not hold a connection for long.
-  server.headersTimeout = 10_000
-  server.requestTimeout = 30_000
+  server.headersTimeout = HEADERS_TIMEOUT_MS
+  server.requestTimeout = REQUEST_TIMEOUT_MS
   // Garbage on the socket: Node answers 400 (431 for headers that are too large) and closes it.
   server.on('clientError', (err: NodeJS.ErrnoException, socket) => {
     if (!socket.writable) return socket.destroy()
