@@ -9,32 +9,54 @@ import { isHostError } from '../errors.js'
 import type { FsStats, Host } from '../host/host.js'
 import { joinPath } from '../paths.js'
 import type { Mounter, MounterArgs, VolumePlugin, VolumePluginContext } from './plugin.js'
+import { unmountMountPoint } from './util/cleanup-mount-point.js'
 import { applyFsGroup } from './util/fs-group.js'
 
 export const EMPTY_DIR_PLUGIN_NAME = 'kubernetes.io/empty-dir'
 
 export interface EmptyDirPluginOptions {
   /**
-   * The node's allocatable memory, bytes: the upper bound of a memory emptyDir's size.
+   * The node's allocatable memory, bytes: the size of a memory emptyDir whose pod sets no memory
+   * limit and that has no sizeLimit, as the kubelet sizes it. The agent passes the node's memory;
+   * core cannot read it.
    * @default 8 GiB
    */
   readonly nodeAllocatableMemoryBytes?: number
 }
 
-/** Size of a memory-backed emptyDir: the smallest of node allocatable memory, the pod's memory limit and sizeLimit. */
+/** What a memory emptyDir is capped at when the host's memory was not given. */
+const DEFAULT_NODE_ALLOCATABLE_MEMORY = 8 * 2 ** 30
+
+/**
+ * A quantity as a whole number of bytes, rounded up as Kubernetes' `Quantity.Value()` does: a
+ * fractional count (`1.5`, `100m`, `0.1Ki`) would make tmpfs refuse `size=` with EINVAL.
+ */
+function wholeBytes(quantity: string | number): number {
+  return Math.ceil(parseQuantity(quantity))
+}
+
+/**
+ * Size of a memory-backed emptyDir, in whole bytes: the smallest of node allocatable memory, the
+ * pod's memory limit and sizeLimit.
+ */
 export function memoryVolumeSize(pod: Pod, sizeLimit: string | number | undefined, nodeAllocatable: number): number {
-  let size = nodeAllocatable
+  let size = Math.ceil(nodeAllocatable)
   let podLimit = 0
   let everyContainerLimited = true
   for (const c of pod.spec?.containers ?? []) {
     const limit = c.resources?.limits?.memory
     if (limit === undefined) everyContainerLimited = false
-    else podLimit += parseQuantity(limit)
+    else podLimit += wholeBytes(limit)
   }
   if (everyContainerLimited && podLimit > 0) size = Math.min(size, podLimit)
-  const limit = sizeLimit === undefined ? 0 : parseQuantity(sizeLimit)
+  const limit = sizeLimit === undefined ? 0 : wholeBytes(sizeLimit)
   if (limit > 0) size = Math.min(size, limit)
   return size
+}
+
+/** The tmpfs `size=` option: whole bytes in plain digits (never `1e+21`, which tmpfs refuses). */
+function tmpfsSizeOption(bytes: number): string {
+  return `size=${BigInt(Math.ceil(bytes))}`
 }
 
 /** Bytes used by the files under `dir` (a `du` that never leaves the directory's filesystem). */
@@ -63,7 +85,7 @@ async function diskUsage(context: VolumePluginContext, dir: string): Promise<{ b
 export async function setUpEmptyDirAt(host: Host, dir: string, tmpfsBytes: number | undefined): Promise<void> {
   await host.mkdir(dir, { recursive: true, mode: 0o777 })
   if (tmpfsBytes !== undefined && !(await host.isMountPoint(dir))) {
-    await host.mount({ source: 'tmpfs', target: dir, fstype: 'tmpfs', options: [`size=${tmpfsBytes}`] })
+    await host.mount({ source: 'tmpfs', target: dir, fstype: 'tmpfs', options: [tmpfsSizeOption(tmpfsBytes)] })
   }
   const info = await host.stat(dir)
   if (info && (info.mode & 0o777) !== 0o777) await host.chmod(dir, (info.mode & ~0o777) | 0o777)
@@ -75,20 +97,14 @@ export async function setUpEmptyDirAt(host: Host, dir: string, tmpfsBytes: numbe
  * is done.
  */
 export async function tearDownEmptyDirAt(host: Host, dir: string): Promise<void> {
-  // The mount-point check says ENOENT for a missing `dir`: no lstat first.
-  let mounted: boolean
-  try {
-    mounted = await host.isMountPoint(dir)
-  } catch (err) {
-    if (isHostError(err, 'ENOENT')) return
-    throw err
-  }
-  if (mounted) await host.unmount(dir)
+  // One mount-point check (ENOENT: done); a broken mount is unmounted without a look, and one
+  // still there after the unmount (stacked) refuses before anything is removed.
+  if (!(await unmountMountPoint(host, dir))) return
   await host.removeAll(dir)
 }
 
 export function createEmptyDirPlugin(options: EmptyDirPluginOptions = {}): VolumePlugin {
-  const nodeAllocatable = options.nodeAllocatableMemoryBytes ?? 8 * 2 ** 30
+  const nodeAllocatable = options.nodeAllocatableMemoryBytes ?? DEFAULT_NODE_ALLOCATABLE_MEMORY
   let context: VolumePluginContext
   const medium = (spec: VolumeSpec): string => spec.volume?.emptyDir?.medium ?? ''
   const volumeDir = (podUID: string, name: string): string => context.paths.podVolumeDir(podUID, EMPTY_DIR_PLUGIN_NAME, name)
