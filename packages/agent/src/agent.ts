@@ -4,6 +4,7 @@
  * and returns a handle whose `stop()` shuts down leaving every mount in place (a restart reconstructs).
  */
 import { readFile } from 'node:fs/promises'
+import { totalmem } from 'node:os'
 import type { KubeConfig } from '@kubernetes/client-node'
 import { createMemoryHost } from '@kubevol/adapter-mock'
 import {
@@ -184,7 +185,10 @@ async function start(
   // ---- CSI drivers: before the manager, whose CSI plugin serves from their registry ----
   const csi: AgentCsi = await startCsi({ config, logger, ...(clients ? { clients } : {}) })
   cleanups.push(() => csi.stop())
-  const plugins = deps.plugins ?? createBuiltinPlugins()
+  // A memory-backed volume with no limit is sized at the node's memory, as the kubelet sizes it at
+  // node allocatable (core's default, 8 GiB, knows nothing of the node).
+  const memory = totalmem()
+  const plugins = deps.plugins ?? createBuiltinPlugins({ emptyDir: { nodeAllocatableMemoryBytes: memory }, atomicWriter: { nodeAllocatable: { memory: String(memory) } } })
 
   // ---- the manager ----
   const manager = createVolumeManager({
