@@ -10,7 +10,12 @@
  * <root>/pods/<podUID>/plugins/<escaped plugin>/...              per-pod plugin data
  * <root>/plugins/<plugin>/...                                     global (device) mounts, CSI staging
  * ```
+ *
+ * Every pod UID and volume name joined here must be exactly one path component: a function given
+ * `..`, `a/b` or an empty name throws rather than build a path that leaves the pod's directory.
+ * Pods are validated long before this (`validatePodPathNames`); this is the last line of defence.
  */
+import { pathComponentError } from './api/field-errors.js'
 
 /** `kubernetes.io/empty-dir` → `kubernetes.io~empty-dir` (`/` is not allowed in one path element). */
 export function escapePluginName(pluginName: string): string {
@@ -45,6 +50,16 @@ export function basename(path: string): string {
   return path.slice(path.lastIndexOf('/') + 1)
 }
 
+/**
+ * Returns `value` when it is exactly one path component, else throws naming `what` (e.g. "pod UID")
+ * and the reason. Used by {@link createPaths} on every UID and name it joins.
+ */
+export function safePathComponent(what: string, value: string): string {
+  const reason = typeof value === 'string' ? pathComponentError(value) : 'must be a string'
+  if (reason) throw new Error(`refusing ${what} ${JSON.stringify(value)} as a path component: it ${reason}`)
+  return value
+}
+
 /** Paths under one root directory. */
 export interface Paths {
   readonly root: string
@@ -68,17 +83,18 @@ export function createPaths(root: string): Paths {
   if (!root.startsWith('/')) throw new Error(`root directory must be an absolute path, got "${root}"`)
   const base = joinPath(root)
   const podsDir = joinPath(base, 'pods')
-  const podDir = (uid: string): string => joinPath(podsDir, uid)
+  const podDir = (uid: string): string => joinPath(podsDir, safePathComponent('pod UID', uid))
+  const volume = (name: string): string => safePathComponent('volume name', name)
   return {
     root: base,
     podsDir,
     podDir,
     podVolumesDir: (uid) => joinPath(podDir(uid), 'volumes'),
-    podVolumeDir: (uid, plugin, vol) => joinPath(podDir(uid), 'volumes', escapePluginName(plugin), vol),
+    podVolumeDir: (uid, plugin, vol) => joinPath(podDir(uid), 'volumes', escapePluginName(plugin), volume(vol)),
     podVolumeDevicesDir: (uid) => joinPath(podDir(uid), 'volumeDevices'),
     podVolumeDeviceDir: (uid, plugin) => joinPath(podDir(uid), 'volumeDevices', escapePluginName(plugin)),
     podPluginDir: (uid, plugin) => joinPath(podDir(uid), 'plugins', escapePluginName(plugin)),
-    podSubPathsDir: (uid, vol) => joinPath(podDir(uid), 'volume-subpaths', vol),
+    podSubPathsDir: (uid, vol) => joinPath(podDir(uid), 'volume-subpaths', volume(vol)),
     pluginDir: (plugin) => joinPath(base, 'plugins', plugin),
     volumeDevicePluginDir: (plugin) => joinPath(base, 'plugins', plugin, 'volumeDevices'),
   }

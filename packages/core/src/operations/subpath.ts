@@ -5,7 +5,7 @@
  * a symlink a container swaps in can never point it outside the volume.
  */
 import type { Container, Pod } from '../api/kubernetes.js'
-import { joinPath } from '../paths.js'
+import { joinPath, safePathComponent } from '../paths.js'
 
 /** One container mount of a volume that needs a sub path bind. */
 export interface SubPathMount {
@@ -94,7 +94,7 @@ export function subPathMounts(pod: Pod, outerNames: readonly string[]): SubPathM
   return result
 }
 
-/** Where the bind of one sub path mount lives. */
+/** Where the bind of one sub path mount lives. Throws when the container name is not one path component. */
 export function subPathTarget(subPathsDir: string, mount: SubPathMount): string {
-  return joinPath(subPathsDir, mount.container, String(mount.index))
+  return joinPath(subPathsDir, safePathComponent('container name', mount.container), String(mount.index))
 }

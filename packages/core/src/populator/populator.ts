@@ -5,6 +5,7 @@
 import type { Pod } from '../api/kubernetes.js'
 import { type UniquePodName, getPodVolumeNames, } from '../api/names.js'
 import { storageOf } from '../api/quantity.js'
+import { validatePodPathNames } from '../api/validation.js'
 import { validatePodVolumes } from '../api/volume-validation.js'
 import type { ActualStateOfWorld } from '../cache/actual-state.js'
 import type { DesiredStateOfWorld } from '../cache/desired-state.js'
@@ -133,10 +134,13 @@ export class Populator {
   async #processPodVolumes(pod: Pod, podName: UniquePodName): Promise<void> {
     const { dsw, asw, objects, logger } = this.#o
     // A pod from a manifest directory never met an API server: refuse what it would have refused
-    // (a volume name becomes a directory name), on this pod alone.
-    const invalid = validatePodVolumes(pod.spec?.volumes)
+    // (a volume name becomes a directory name), on this pod alone. Whatever the source, a UID or a
+    // name that is not one path component never reaches a path.
+    // Volume names are checked more strictly (DNS-1123 labels) by validatePodVolumes.
+    const pathErrors = validatePodPathNames(pod).filter((e) => e.path[1] !== 'volumes')
+    const invalid = [...pathErrors, ...validatePodVolumes(pod.spec?.volumes)].map((e) => e.message)
     if (invalid.length > 0) {
-      logger.error('Invalid pod volumes', { pod: podName, err: invalid.join('; ') })
+      logger.error('Invalid pod', { pod: podName, err: invalid.join('; ') })
       for (const message of invalid) dsw.addErrorToPod(podName, message)
       this.#setProcessed(podName, this.#processed.has(podName))
       return
