@@ -45,6 +45,34 @@ describeAsRoot('loop devices and block devices on the real kernel', () => {
     await expectHostError(loops().attach(p('dir')), 'EINVAL')
   })
 
+  it('a block device is opened exclusively (EBUSY while mounted); regularFile refuses a device and a symlink', async () => {
+    const { host, p } = h()
+    await host.writeFile(p('disk.img'), new Uint8Array(16 * MiB))
+    const device = await loops().attach(p('disk.img'))
+    await host.filesystems.format(device, 'ext4')
+    await host.mkdir(p('mnt'))
+    await host.mount({ source: device, target: p('mnt'), fstype: 'ext4' })
+    await host.symlink(device, p('link'))
+    await host.symlink(p('disk.img'), p('image-link'))
+    try {
+      await expectHostError(loops().attach(device), 'EBUSY')
+      await expectHostError(loops().attach(p('link')), 'EBUSY')
+      await expectHostError(loops().attach(device, { regularFile: true }), 'EINVAL')
+      await expectHostError(loops().attach(p('link'), { regularFile: true }), 'EINVAL')
+      // Nothing was attached over the device.
+      expect(execFileSync('losetup', ['-j', device], { encoding: 'utf8' }).trim()).toBe('')
+    } finally {
+      await host.unmount(p('mnt'))
+    }
+    // Unmounted, the device is not claimed: the exclusive open succeeds (and is closed again).
+    const stacked = await loops().attach(device)
+    await loops().detach(stacked)
+    await loops().detach(device)
+    await expectHostError(loops().attach(p('image-link'), { regularFile: true }), 'ELOOP')
+    const plain = await loops().attach(p('disk.img'), { regularFile: true })
+    await loops().detach(plain)
+  })
+
   it('a read-only attach gives a read-only device', async () => {
     const { host, p } = h()
     await host.writeFile(p('disk.img'), new Uint8Array(4 * MiB))

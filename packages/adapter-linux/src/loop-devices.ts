@@ -9,6 +9,7 @@ import { HostError } from '@kubevol/core'
 import * as c from './constants.js'
 import { errnoError } from './errno.js'
 import type { LoopInfo64 } from './libc.js'
+import { STATX_SIZE, readStatx } from './libc.js'
 import { deviceNumber } from './mountinfo.js'
 import type { Sys } from './sys.js'
 
@@ -103,13 +104,40 @@ export function createLoopDevices(sys: Sys): LoopDevices {
     if (!exists) await sys.call('mknod', device, (l) => l.mknod(device, c.S_IFBLK | 0o660, makedev(c.LOOP_MAJOR, n)))
   }
 
-  async function attach(file: string, readOnly: boolean): Promise<string> {
+  /** The file type (S_IFMT bits) of an open descriptor. */
+  async function typeOf(fd: number, file: string): Promise<number> {
+    const buf = new Uint8Array(STATX_SIZE)
+    await sys.call('statx', file, (l) => l.statx(fd, '', c.AT_EMPTY_PATH, c.STATX_TYPE, buf))
+    return readStatx(buf).stx_mode & c.S_IFMT
+  }
+
+  async function attach(file: string, readOnly: boolean, regularFile: boolean): Promise<string> {
     const [existing] = await find(file)
     if (existing) return existing
     const info = await sys.fs('stat', file, () => stat(file))
     if (!info.isFile() && !info.isBlockDevice()) throw new HostError('EINVAL', 'losetup', file, 'not a regular file or a block device')
-    return withFd(file, readOnly ? c.O_RDONLY : c.O_RDWR, (fileFd) =>
-      withFd(LOOP_CONTROL, c.O_RDWR, async (control) => {
+    if (regularFile && !info.isFile()) throw new HostError('EINVAL', 'losetup', file, 'not a regular file')
+    // A block device is opened exclusively: the kernel refuses (EBUSY) while a mounted filesystem
+    // or another exclusive holder claims it, so a filesystem in use is never attached a second
+    // time. O_NOFOLLOW when only a regular file will do: a symlink swapped in is not followed.
+    const flags = (readOnly ? c.O_RDONLY : c.O_RDWR) | (info.isBlockDevice() ? c.O_EXCL : 0) | (regularFile ? c.O_NOFOLLOW : 0)
+    const opened = withFd(file, flags, async (fileFd) => {
+      // What was opened, not what was looked at: the path may have been swapped in between.
+      const type = await typeOf(fileFd, file)
+      if (regularFile ? type !== c.S_IFREG : type !== c.S_IFREG && type !== c.S_IFBLK) throw new HostError('EINVAL', 'losetup', file, 'not a regular file')
+      if (type === c.S_IFBLK && !info.isBlockDevice()) throw new HostError('EINVAL', 'losetup', file, 'replaced by a block device while being attached')
+      return attachFd(file, fileFd, readOnly)
+    })
+    return opened.catch((err: unknown) => {
+      if (err instanceof HostError && err.code === 'EBUSY' && err.syscall === 'open') {
+        throw new HostError('EBUSY', 'losetup', file, 'the block device is in use (mounted, or held open exclusively elsewhere)', { cause: err })
+      }
+      throw err
+    })
+  }
+
+  function attachFd(file: string, fileFd: number, readOnly: boolean): Promise<string> {
+    return withFd(LOOP_CONTROL, c.O_RDWR, async (control) => {
         for (let attempt = 0; attempt < ATTACH_ATTEMPTS; attempt++) {
           const n = await sys.call('ioctl', LOOP_CONTROL, (l) => l.ioctl(control, c.LOOP_CTL_GET_FREE, 0), { detail: 'LOOP_CTL_GET_FREE' })
           const device = `/dev/loop${n}`
@@ -117,8 +145,7 @@ export function createLoopDevices(sys: Sys): LoopDevices {
           if (await configure(device, fileFd, readOnly, file)) return device
         }
         throw new HostError('EBUSY', 'losetup', file, `no free loop device after ${ATTACH_ATTEMPTS} attempts`)
-      }),
-    )
+    })
   }
 
   return {
@@ -126,7 +153,7 @@ export function createLoopDevices(sys: Sys): LoopDevices {
       // One attach per file at a time, so two callers get the same device.
       const running = pending.get(file)
       if (running) return running
-      const started = attach(file, options?.readOnly === true).finally(() => pending.delete(file))
+      const started = attach(file, options?.readOnly === true, options?.regularFile === true).finally(() => pending.delete(file))
       pending.set(file, started)
       return started
     },

@@ -12,7 +12,7 @@ export type CallRunner = <T>(method: string, args: readonly unknown[], path: str
 /** `host.loopDevices`. */
 export function createLoopDevices(state: HostState, call: CallRunner): LoopDevices {
   return {
-    attach: (file, options) => call('loopDevices.attach', [file, options], file, () => devices.attachLoop(state, file, options?.readOnly === true)),
+    attach: (file, options) => call('loopDevices.attach', [file, options], file, () => devices.attachLoop(state, file, options?.readOnly === true, options?.regularFile === true)),
     detach: (device) => call('loopDevices.detach', [device], device, () => devices.detachLoop(state, device)),
     find: (file) => call('loopDevices.find', [file], file, () => devices.findLoops(state, file)),
     refreshCapacity: (device) => call('loopDevices.refreshCapacity', [device], device, () => devices.refreshLoopCapacity(state, device)),

@@ -218,3 +218,20 @@ describe('loop devices', () => {
     expect(await fs.detect(device)).toBeNull()
   })
 })
+
+describe('loop attach of what is in use', () => {
+  it('a mounted block device is EBUSY (the exclusive open); regularFile refuses a device (EINVAL) and a symlink (ELOOP)', async () => {
+    const { host, loops } = await formattedDisk()
+    await host.mount({ source: '/dev/sdb', target: '/mnt', fstype: 'ext4' })
+    await host.symlink('/dev/sdb', '/link')
+    await host.writeFile('/disk.img', new Uint8Array(MiB))
+    await host.symlink('/disk.img', '/image-link')
+    expect(await errorCode(loops.attach('/dev/sdb'))).toBe('EBUSY')
+    expect(await errorCode(loops.attach('/link'))).toBe('EBUSY')
+    expect(await errorCode(loops.attach('/dev/sdb', { regularFile: true }))).toBe('EINVAL')
+    expect(await errorCode(loops.attach('/image-link', { regularFile: true }))).toBe('ELOOP')
+    expect(await loops.attach('/disk.img', { regularFile: true })).toMatch(/^\/dev\/loop\d+$/)
+    await host.unmount('/mnt')
+    expect(await loops.attach('/dev/sdb')).toMatch(/^\/dev\/loop\d+$/)
+  })
+})

@@ -67,13 +67,23 @@ export function addBlockDevice(state: HostState, path: string, sizeBytes: number
   }
 }
 
-/** Attaches a file (or a block device) to the lowest free loop device. */
-export function attachLoop(state: HostState, file: string, readOnly: boolean): string {
-  const { node } = lookupExisting(state.table, file, { follow: true, syscall: 'losetup' }).found
+/**
+ * Attaches a file (or a block device) to the lowest free loop device. A mounted block device is
+ * EBUSY, as Linux's exclusive open says; with
+ * `regularFile` only a regular file is taken, a symlink not followed (ELOOP, as O_NOFOLLOW).
+ */
+export function attachLoop(state: HostState, file: string, readOnly: boolean, regularFile = false): string {
+  const { node } = lookupExisting(state.table, file, { follow: !regularFile, syscall: 'losetup' }).found
+  if (regularFile && node.type === 'symlink') throw new HostError('ELOOP', 'open', file, 'a symlink, not followed')
+  if (regularFile && node.type !== 'file') throw new HostError('EINVAL', 'losetup', file, `not a regular file (a ${node.type})`)
   let backing: FileNode | BlockDevice
   if (node.type === 'file') backing = node
-  else if (node.type === 'block-device') backing = deviceAt(state, file, 'losetup')
-  else throw new HostError('EINVAL', 'losetup', file, 'not a regular file or block device')
+  else if (node.type === 'block-device') {
+    const device = deviceAt(state, file, 'losetup')
+    // A mounted filesystem claims its device: Linux's O_EXCL open fails then.
+    if (state.table.all.some((mount) => mount.device === device)) throw new HostError('EBUSY', 'open', file, 'the block device is in use (mounted or held open exclusively)')
+    backing = device
+  } else throw new HostError('EINVAL', 'losetup', file, 'not a regular file or block device')
   const loop = state.devices.freeLoop()
   mkdir(state, '/dev', { recursive: true })
   if (!lookup(state.table, loop.path, { follow: false, syscall: 'losetup' }).entry) deviceNodeSlot(state, loop.path)(loop)

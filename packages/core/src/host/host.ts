@@ -81,8 +81,14 @@ export interface FsStats {
 
 /** Loop devices: a file presented as a block device. */
 export interface LoopDevices {
-  /** Attaches `file` to a free loop device and returns its path (`/dev/loop3`). */
-  attach(file: string, options?: { readonly readOnly?: boolean }): Promise<string>
+  /**
+   * Attaches `file` to a free loop device and returns its path (`/dev/loop3`). A block device is
+   * opened exclusively (O_EXCL): EBUSY while it is mounted or held exclusively elsewhere. With
+   * `regularFile`, anything but a regular file is refused with EINVAL, and a symlink as the last
+   * component is not followed (ELOOP, or EINVAL when it names a device); the type is checked on the opened file, so a swap between a
+   * caller's check and the attach cannot slip a device in.
+   */
+  attach(file: string, options?: { readonly readOnly?: boolean; readonly regularFile?: boolean }): Promise<string>
   /** Detaches `device`. ENXIO when it is not attached. */
   detach(device: string): Promise<void>
   /** The loop devices backed by `file` (empty when none). */

@@ -47,12 +47,23 @@ export function createFileDiskPlugin(): VolumePlugin {
   const mapPath = (spec: VolumeSpec): string => joinPath(context.paths.volumeDevicePluginDir(FILE_DISK_PLUGIN_NAME), spec.name)
   const pluginData = (podUID: string, name: string): string => joinPath(context.paths.podPluginDir(podUID, FILE_DISK_PLUGIN_NAME), name)
 
-  /** The loop device of the image, attaching it when none is. Idempotent. */
+  /**
+   * The loop device of the image, attaching it when none is. Idempotent. The handle must be a
+   * regular file itself: a block device (or a symlink to one) may hold a filesystem mounted
+   * elsewhere, and a second loop device over it would let two ext4 mounts write the same blocks.
+   */
   async function attachImage(image: string): Promise<string> {
+    const info = await context.host.lstat(image)
+    if (!info) throw new Error(`disk image ${image} does not exist`)
+    if (info.type !== 'file') {
+      throw new Error(
+        `${FILE_DISK_DRIVER} volumeHandle ${image} is a ${info.type.replace('-', ' ')}, not a regular file: a fileDisk volume must name its disk image file itself (a device or a symlink is refused, so that a filesystem in use elsewhere is never mounted a second time)`,
+      )
+    }
     const [existing] = await loops().find(image)
     if (existing) return existing
-    if (!(await context.host.stat(image))) throw new Error(`disk image ${image} does not exist`)
-    return loops().attach(image)
+    // The adapter checks the type again on what it opens, without following a symlink swapped in since.
+    return loops().attach(image, { regularFile: true })
   }
 
   return {
