@@ -43,6 +43,16 @@ const cases: { name: string; text: string | (() => string); reason: RegExp }[] =
   { name: 'a traversal in a name', text: 'apiVersion: v1\nkind: ConfigMap\nmetadata: { name: ../../etc }\n', reason: /metadata\.name: must be a lowercase RFC 1123 subdomain/ },
   { name: 'a right-to-left mark in a namespace', text: 'apiVersion: v1\nkind: ConfigMap\nmetadata: { name: a, namespace: "de\u202efault" }\n', reason: /metadata\.namespace: must be a lowercase RFC 1123 label/ },
   { name: 'a volume name with a slash', text: GOOD.replace('good', 'bad').replaceAll('name: s', 'name: a/b'), reason: /spec\.volumes\[0\]\.name: must be a lowercase RFC 1123 label/ },
+  ...['../../../x', 'victim/../victim', 'a/b', '..', '.'].map((uid) => ({
+    name: `the pod UID ${JSON.stringify(uid)}`,
+    text: GOOD.replace('{ name: good }', `{ name: bad, uid: ${JSON.stringify(uid)} }`),
+    reason: /^Pod bad: metadata\.uid: Invalid value: .*: a pod UID must not /,
+  })),
+  {
+    name: 'a traversing container name with a subPath',
+    text: GOOD.replace('good', 'bad').replace('{ name: c,', '{ name: ../../../../tmp/x/target,').replace('mountPath: /s', 'mountPath: /s, subPath: t'),
+    reason: /^Pod bad: spec\.containers\[0\]\.name: Invalid value: "\.\.\/\.\.\/\.\.\/\.\.\/tmp\/x\/target": a lowercase RFC 1123 label/,
+  },
   { name: 'containers that are a string', text: 'apiVersion: v1\nkind: Pod\nmetadata: { name: p }\nspec: { containers: nope }\n', reason: /spec\.containers: / },
   { name: 'a spec that is a number', text: 'apiVersion: v1\nkind: Pod\nmetadata: { name: p }\nspec: 5\n', reason: /Pod p: spec: / },
   { name: 'a document that is a list', text: '- a\n- b\n', reason: /expected an object/ },

@@ -4,6 +4,7 @@
  * the reason.
  */
 import { type Document, LineCounter, isMap, isNode, isScalar, isSeq, parseAllDocuments } from 'yaml'
+import { validatePod } from '@kubevol/core'
 import { z } from 'zod'
 
 /** The kinds a manifest directory may hold. */
@@ -92,6 +93,8 @@ const schemas: Record<ManifestKind, z.ZodType> = {
 type Path = readonly (string | number)[]
 
 const MAX_FLOW_DEPTH = 100
+/** Field errors of one pod quoted in its error; the count of the others follows. */
+const MAX_FIELD_ERRORS = 5
 
 /**
  * The 1-based line where `[`/`{` nesting (outside quoted scalars and comments) first exceeds
@@ -147,6 +150,21 @@ function lineOf(doc: Document, lines: LineCounter, path: Path): number {
 
 function describePath(path: Path): string {
   return path.map((p, i) => (typeof p === 'number' ? `[${p}]` : i === 0 ? p : `.${p}`)).join('')
+}
+
+/**
+ * The rest of what the API server checks in a pod that passed the schema (the kubelet validates
+ * static pods the same way): UID, names, mounts, devices, each of which may become a directory
+ * name. One error for the pod, at the line of its first bad field, quoting a few field errors.
+ */
+function podProblemOf(pod: Record<string, unknown>): { path: Path; reason: string } | undefined {
+  const invalid = validatePod(pod)
+  const first = invalid[0]
+  if (!first) return undefined
+  const shown = invalid.slice(0, MAX_FIELD_ERRORS).map((e) => e.message)
+  if (invalid.length > MAX_FIELD_ERRORS) shown.push(`and ${invalid.length - MAX_FIELD_ERRORS} more`)
+  const name = (pod.metadata as { name: string }).name
+  return { path: first.path, reason: `Pod ${name}: ${shown.join('; ')}` }
 }
 
 /**
@@ -215,6 +233,11 @@ export function parseManifests(text: string, file: string): ParsedManifests {
           line: lineOf(doc, lines, [...at, ...(issue.path as Path)]),
           reason: `${subject}: ${describePath(issue.path as Path) || 'object'}: ${issue.message}`,
         })
+        return
+      }
+      const podProblem = kind === 'Pod' ? podProblemOf(object as Record<string, unknown>) : undefined
+      if (podProblem) {
+        errors.push({ file, line: lineOf(doc, lines, [...at, ...podProblem.path]), reason: podProblem.reason })
         return
       }
       objects.push({ kind: kind as ManifestKind, object: object as Record<string, unknown>, file, line })
