@@ -1,6 +1,6 @@
 import { mkdirSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { NotFoundError, silentLogger } from '@kubevol/core'
+import { NotFoundError, type Pod, type Volume, resolveVolumeSpec, silentLogger } from '@kubevol/core'
 import { afterEach, describe, expect, it } from 'vitest'
 import { tempDir, until } from '../../test/helpers.js'
 import { type ManifestSource, createManifestSource, staticPodUID } from './manifest-source.js'
@@ -98,5 +98,39 @@ describe('the manifest directory source', () => {
     await until('a seen', () => names(source).includes('a'))
     rmSync(dir, { recursive: true })
     await until('a gone', () => names(source).length === 0)
+  })
+})
+
+describe('claims in static mode', () => {
+  const CLAIMS = `apiVersion: v1
+kind: PersistentVolume
+metadata: { name: pv-owned }
+spec: { capacity: { storage: 1Gi }, accessModes: [ReadWriteOnce], hostPath: { path: /srv/owned }, claimRef: { name: owner } }
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: { name: owner }
+spec: { volumeName: pv-owned }
+status: { phase: Bound }
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: { name: thief }
+spec: { volumeName: pv-owned }
+status: { phase: Bound }
+`
+  it('a claim naming a PV bound to another claim is refused with the kubelet-style error; the owner gets it', async () => {
+    const d = tempDir()
+    dirs.push(d)
+    d.write('claims.yaml', CLAIMS)
+    d.write('pods.yaml', `${pod('taker').replace('emptyDir: {}', 'persistentVolumeClaim: { claimName: thief }')}---\n${pod('keeper').replace('emptyDir: {}', 'persistentVolumeClaim: { claimName: owner }')}`)
+    const source = create(d.dir)
+    await source.start()
+    const byName = (name: string) => source.pods.getPods().find((p) => p.metadata.name === name) as Pod
+    const use = (p: Pod) => resolveVolumeSpec(source.objects, p, p.spec?.volumes?.[0] as Volume, { mount: true, device: false })
+    await expect(use(byName('taker'))).rejects.toThrow(
+      'error processing PVC default/thief: found PV object pv-owned but its pv.Spec.ClaimRef default/owner does not point to claim default/thief',
+    )
+    expect((await use(byName('keeper'))).spec.name).toBe('pv-owned')
   })
 })

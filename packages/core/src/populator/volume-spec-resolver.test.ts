@@ -37,6 +37,47 @@ describe('resolveVolumeSpec (SPEC §4.3)', () => {
     await expect(resolve(edit)).rejects.toThrow(error)
   })
 
+  // Static mode: manifests rarely carry UIDs, and two missing UIDs are no match (a PV bound to
+  // `owner` must not be mounted for `thief` because neither object has a UID).
+  const noUID = (c: PersistentVolumeClaim): PersistentVolumeClaim => ({ ...c, metadata: { name: c.metadata.name, namespace: c.metadata.namespace } })
+  const ref = (claimRef: Record<string, string>) => (p: PersistentVolume): PersistentVolume => ({ ...p, spec: { ...p.spec, claimRef } })
+
+  it.each<{ name: string; edit: Edit; error: string }>([
+    {
+      name: 'a PV bound to another claim, no UIDs',
+      edit: { pvc: noUID, pv: ref({ name: 'owner', namespace: 'default' }) },
+      error: 'error processing PVC default/data: found PV object pv1 but its pv.Spec.ClaimRef default/owner does not point to claim default/data',
+    },
+    {
+      name: 'a PV bound to another claim, no namespace in the claimRef',
+      edit: { pvc: noUID, pv: ref({ name: 'owner' }) },
+      error: 'found PV object pv1 but its pv.Spec.ClaimRef default/owner does not point to claim default/data',
+    },
+    {
+      name: 'a PV bound to the same name in another namespace',
+      edit: { pvc: noUID, pv: ref({ name: 'data', namespace: 'other' }) },
+      error: 'found PV object pv1 but its pv.Spec.ClaimRef other/data does not point to claim default/data',
+    },
+    { name: 'a claimRef naming no claim, no UIDs', edit: { pvc: noUID, pv: ref({}) }, error: 'found PV object pv1 but its pv.Spec.ClaimRef default/ does not point to claim default/data' },
+    {
+      name: 'a claimRef with the UID of the claim but the name of another',
+      edit: { pv: ref({ name: 'owner', namespace: 'default', uid: 'uid-pvc-data' }) },
+      error: 'found PV object pv1 but its pv.Spec.ClaimRef default/owner does not point to claim default/data',
+    },
+    { name: 'a claimRef with a UID the claim lacks, naming another', edit: { pvc: noUID, pv: ref({ name: 'owner', uid: 'x' }) }, error: 'ClaimRef default/owner does not point to claim default/data' },
+  ])('refuses $name', async ({ edit, error }) => {
+    await expect(resolve(edit)).rejects.toThrow(error)
+  })
+
+  it.each<{ name: string; edit: Edit }>([
+    { name: 'by namespace/name, no UIDs', edit: { pvc: noUID, pv: ref({ name: 'data', namespace: 'default' }) } },
+    { name: 'by name, no namespace in the claimRef', edit: { pvc: noUID, pv: ref({ name: 'data' }) } },
+    { name: 'by UID, no name in the claimRef', edit: { pv: ref({ uid: 'uid-pvc-data' }) } },
+    { name: 'by name, a UID on one side only', edit: { pv: ref({ name: 'data', namespace: 'default' }) } },
+  ])('accepts a PV bound to the claim $name', async ({ edit }) => {
+    expect((await resolve(edit)).spec.name).toBe('pv1')
+  })
+
   it.each([
     { mode: 'Block' as const, usedAs: { mount: true, device: false }, error: 'volume v has volumeMode Block, but is specified in volumeMounts' },
     { mode: 'Filesystem' as const, usedAs: { mount: false, device: true }, error: 'volume v has volumeMode Filesystem, but is specified in volumeDevices' },

@@ -8,6 +8,8 @@ import { type VolumeSpec, specFromPersistentVolume, specFromVolume } from '../ap
 import { VolumeSpecError, errorMessage } from '../errors.js'
 import type { ObjectReader } from './sources.js'
 
+type ClaimRef = NonNullable<NonNullable<PersistentVolume['spec']>['claimRef']>
+
 export interface ResolvedVolume {
   readonly spec: VolumeSpec
   /** The claim, for expansion checks; absent for inline volumes. */
@@ -55,9 +57,8 @@ export async function resolveVolumeSpec(
   }
   const claimRef = pv.spec?.claimRef
   if (!claimRef) throw wrap(`found PV object ${pvName} but it has a nil pv.Spec.ClaimRef indicating it is not yet bound to the claim`)
-  if (claimRef.uid !== pvc.metadata.uid) {
-    throw wrap(`found PV object ${pvName} but its pv.Spec.ClaimRef.UID ${claimRef.uid ?? ''} does not point to claim.UID ${pvc.metadata.uid ?? ''}`)
-  }
+  const mismatch = claimRefMismatch(pvName, claimRef, pvc, namespace, claimName)
+  if (mismatch) throw wrap(mismatch)
   const spec = specFromPersistentVolume(pv, readOnly)
   const mode = pv.spec?.volumeMode ?? 'Filesystem'
   if (usedAs.mount && mode === 'Block') {
@@ -67,4 +68,24 @@ export async function resolveVolumeSpec(
     throw new VolumeSpecError(`volume ${volume.name} has volumeMode ${mode}, but is specified in volumeDevices`)
   }
   return { spec, pvc }
+}
+
+/**
+ * Why the PV's claimRef does not name `pvc`, or null when it does. The kubelet compares UIDs only
+ * (an API server sets both); objects written in a manifest usually carry none, and two missing UIDs
+ * are not a match. So: UIDs are compared when both are set, and the claimRef's namespace/name must
+ * name the claim whenever it has a name (a claimRef without a namespace means `default`, as a
+ * manifest object without one). A claimRef with neither a matching UID nor a name names no claim.
+ */
+function claimRefMismatch(pvName: string, ref: ClaimRef, pvc: PersistentVolumeClaim, namespace: string, claimName: string): string | null {
+  const claimUID = pvc.metadata.uid
+  if (ref.uid && claimUID && ref.uid !== claimUID) {
+    return `found PV object ${pvName} but its pv.Spec.ClaimRef.UID ${ref.uid} does not point to claim.UID ${claimUID}`
+  }
+  const uidsMatch = Boolean(ref.uid && claimUID)
+  if (!ref.name && uidsMatch) return null
+  const claimNamespace = pvc.metadata.namespace ?? namespace
+  const refNamespace = ref.namespace || 'default'
+  if (ref.name === pvc.metadata.name && refNamespace === claimNamespace) return null
+  return `found PV object ${pvName} but its pv.Spec.ClaimRef ${refNamespace}/${ref.name ?? ''} does not point to claim ${claimNamespace}/${pvc.metadata.name ?? claimName}`
 }
