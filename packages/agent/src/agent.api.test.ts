@@ -163,6 +163,43 @@ describe('the agent in API mode', () => {
     await until('watching pods again', () => podWatches() === 1)
   })
 
+  it('unmounts a finished pod and leaves its object; deletes it only once it carries a deletion timestamp', async () => {
+    const agent = await start()
+    const volumes = [
+      { name: 'scratch', emptyDir: {} },
+      { name: 'config', configMap: { name: 'settings' } },
+    ]
+    // A finalizer (as a Job controller's tracking one) keeps the object once its deletion is asked.
+    const base = podObject('done', volumes)
+    const done = api.create('Pod', { ...base, metadata: { ...base.metadata, finalizers: ['example.com/keep'] } })
+    const ending = api.create('Pod', podObject('ending', volumes))
+    const [doneUID, endingUID] = [done.metadata.uid as string, ending.metadata.uid as string]
+    await until('both mounted', () => mountedCount(agent, doneUID) === 2 && mountedCount(agent, endingUID) === 2)
+    const deletes = (name: string) => api.requests.filter((r) => r.method === 'DELETE' && r.path === `/api/v1/namespaces/default/pods/${name}`)
+
+    // Succeeded, no deletion timestamp: the kubelet unmounts and leaves the object to its owner.
+    api.patch('Pod', 'default', 'done', { status: { phase: 'Succeeded' } }, { subresource: 'status' })
+    await until('done unmounted', () => !agent.manager.hasPossiblyMountedVolumesForPod(doneUID) && podMounts(host).every((m) => !m.includes(doneUID)))
+    // Long enough for a finalize to have happened (it took under 100 ms), with pod syncs in between.
+    await new Promise((resolve) => setTimeout(resolve, 500))
+    expect(api.get('Pod', 'default', 'done')?.metadata.uid).toBe(doneUID)
+    expect(deletes('done')).toEqual([])
+
+    // Being deleted (the grace period running) and then finished: deleted once its volumes are gone.
+    api.delete('Pod', 'default', 'ending', { gracePeriodSeconds: 30 })
+    expect(api.get('Pod', 'default', 'ending')?.metadata.deletionTimestamp).toBeDefined()
+    api.patch('Pod', 'default', 'ending', { status: { phase: 'Failed' } }, { subresource: 'status' })
+    await until('ending deleted from the API', () => api.get('Pod', 'default', 'ending') === undefined)
+    expect(agent.manager.hasPossiblyMountedVolumesForPod(endingUID)).toBe(false)
+    expect(deletes('ending').map((r) => r.status)).toContain(200)
+
+    // The finished pod's owner deletes it later: the agent finishes the deletion (grace 0, its UID).
+    api.delete('Pod', 'default', 'done', { gracePeriodSeconds: 30 })
+    await until('the agent deleted done', () => deletes('done').some((r) => r.query.gracePeriodSeconds === '0' && r.status === 200))
+    api.patch('Pod', 'default', 'done', { metadata: { finalizers: null } })
+    expect(api.get('Pod', 'default', 'done')).toBeUndefined()
+  })
+
   it('stops leaving mounts in place, and a restart on the same host keeps them', async () => {
     const first = await start()
     const web = api.create('Pod', podObject('web', WEB_VOLUMES))

@@ -432,7 +432,10 @@ function waitForOperations(manager: VolumeManager, tracker: ReturnType<typeof cr
   })
 }
 
-/** Deletes a terminated pod's object (grace 0, this UID only), as the kubelet's status manager does. */
+/**
+ * Deletes the object of a pod being deleted (grace 0, this UID only), as the kubelet's status
+ * manager does. The pod workers call it only for a pod with a deletion timestamp.
+ */
 function finalizer(clients: KubeClients, logger: AgentLogger): (pod: Pod) => Promise<void> {
   return async (pod) => {
     const { name, namespace, uid } = pod.metadata

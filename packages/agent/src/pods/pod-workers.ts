@@ -2,8 +2,9 @@
  * The part of the kubelet's pod workers that concerns volumes (SPEC §1.3): every pod that may run is
  * synced with `waitForAttachAndMount`; a failure records `FailedMount` ("Unable to attach or mount
  * volumes: ...") on the pod and is retried with a doubling delay; a pod that is terminating or gone
- * is waited for with `waitForUnmount` and, in API mode, its object is deleted once nothing of it is
- * mounted (the kubelet's status manager does the same, which is what ends a graceful deletion).
+ * is waited for with `waitForUnmount` and, in API mode, if it has a deletion timestamp, its object
+ * is deleted once nothing of it is mounted (the kubelet's status manager does the same, which is
+ * what ends a graceful deletion). A pod that only finished keeps its object.
  */
 import {
   type Clock,
@@ -45,7 +46,10 @@ export interface PodWorkersOptions {
   readonly maxRetryMs?: number
   /** How long one sync waits. */
   readonly timeoutMs: number
-  /** Called once a terminating pod that is still in its source has nothing mounted. */
+  /**
+   * Called once a pod that is being deleted (it has a deletion timestamp) and is still in its source
+   * has nothing mounted. Never for a pod that only finished.
+   */
   readonly finalize?: (pod: Pod) => Promise<void>
 }
 
@@ -68,6 +72,15 @@ interface Worker {
   abort?: AbortController
   timer?: NodeJS.Timeout
   finalized?: boolean
+}
+
+/**
+ * True when someone asked for the pod's deletion. Only then is its object deleted once its volumes
+ * are gone: a pod that finished (Succeeded, Failed) without one belongs to its owner (a Job keeps
+ * it to report), and the kubelet leaves it, unmounting its volumes only.
+ */
+function isBeingDeleted(pod: Pod): boolean {
+  return pod.metadata.deletionTimestamp !== undefined && pod.metadata.deletionTimestamp !== null
 }
 
 /** How many pods that left their source are still shown. */
@@ -149,7 +162,7 @@ export function createPodWorkers(options: PodWorkersOptions): PodWorkers {
         w.abort = undefined
         w.phase = 'unmounted'
         const current = pods.getPodByUID(uid)
-        if (current && options.finalize && !w.finalized) {
+        if (current && options.finalize && !w.finalized && isBeingDeleted(current)) {
           w.finalized = true
           try {
             await options.finalize(current)
@@ -202,6 +215,8 @@ export function createPodWorkers(options: PodWorkersOptions): PodWorkers {
       } else {
         if (w.pod !== pod) w.pod = pod
         if (w.phase !== 'unmounting' && w.phase !== 'unmounted') teardown(uid, w)
+        // A finished pod left in place gets its deletion timestamp later: finish the deletion now.
+        else if (w.phase === 'unmounted' && options.finalize && !w.finalized && isBeingDeleted(pod)) teardown(uid, w)
       }
     }
     for (const [uid, w] of workers) {

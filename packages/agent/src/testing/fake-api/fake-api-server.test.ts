@@ -155,6 +155,26 @@ describe('graceful pod deletion', () => {
     expect(events.map((e) => e.type)).toEqual(['MODIFIED', 'DELETED'])
   })
 
+  it('deletes a finished pod at once, whatever the grace period', async () => {
+    api.create('Pod', pod('a', 'n1'))
+    api.patch('Pod', 'default', 'a', { status: { phase: 'Succeeded' } }, { subresource: 'status' })
+    expect((await call('/api/v1/namespaces/default/pods/a', { method: 'DELETE', body: { gracePeriodSeconds: 30 } })).status).toBe(200)
+    expect(api.get('Pod', 'default', 'a')).toBeUndefined()
+  })
+
+  it('holds an object with finalizers: marked by DELETE, gone once an update removes the last one', async () => {
+    api.create('Pod', { ...pod('a', 'n1'), metadata: { name: 'a', namespace: 'default', finalizers: ['example.com/keep'] } })
+    api.patch('Pod', 'default', 'a', { status: { phase: 'Succeeded' } }, { subresource: 'status' })
+    expect((await call('/api/v1/namespaces/default/pods/a?gracePeriodSeconds=0', { method: 'DELETE' })).status).toBe(200)
+    expect(api.get('Pod', 'default', 'a')?.metadata).toMatchObject({ deletionTimestamp: expect.any(String), deletionGracePeriodSeconds: 0 })
+    // A second DELETE changes nothing; a status write keeps it too.
+    await call('/api/v1/namespaces/default/pods/a?gracePeriodSeconds=0', { method: 'DELETE' })
+    api.patch('Pod', 'default', 'a', { status: { message: 'x' } }, { subresource: 'status' })
+    expect(api.get('Pod', 'default', 'a')).toBeDefined()
+    api.patch('Pod', 'default', 'a', { metadata: { finalizers: null } })
+    expect(api.get('Pod', 'default', 'a')).toBeUndefined()
+  })
+
   it('checks a UID precondition', async () => {
     api.create('Pod', pod('a', 'n1'))
     const res = await call('/api/v1/namespaces/default/pods/a', { method: 'DELETE', body: { gracePeriodSeconds: 0, preconditions: { uid: 'other' } } })

@@ -4,7 +4,7 @@
  * that replay from a resourceVersion, send an ERROR 410 Expired event for a compacted one and
  * bookmarks only when asked; field selectors with the 400 for an unsupported field; PATCH only with a
  * patch content type (415 for application/json); 409 for a stale resourceVersion; Status bodies;
- * graceful pod deletion; and the Node authorizer's 403s for a node identity.
+ * graceful pod deletion; finalizers that hold a deleted object; and the Node authorizer's 403s for a node identity.
  *
  * Tests drive it directly too: create, patch and delete objects as an administrator, cut or expire
  * watches, compact the history, make the next requests fail, and read the request log.
@@ -76,7 +76,11 @@ export interface FakeApiServer {
   list(kind: string, namespace?: string): KubeObject[]
   /** Merge-patches an object (its status with `subresource: 'status'`). */
   patch(kind: string, namespace: string | undefined, name: string, patch: Record<string, unknown>, options?: { readonly subresource?: 'status' }): KubeObject
-  /** Deletes as the API does: pods bound to a node are only marked unless the grace period is 0. */
+  /**
+   * Deletes as the API does: pods bound to a node are only marked unless the grace period is 0 (or
+   * they finished); an object with finalizers is only marked, and goes when an update removes the
+   * last one.
+   */
   delete(kind: string, namespace: string | undefined, name: string, options?: DeleteOptions): KubeObject
   /** Open watch connections (of one resource). */
   openWatches(resource?: string): number
@@ -95,6 +99,12 @@ export interface FakeApiServer {
   /** Every request so far. */
   readonly requests: readonly RequestRecord[]
   close(): Promise<void>
+}
+
+/** True when `metadata.finalizers` lists any. */
+function hasFinalizers(object: KubeObject): boolean {
+  const finalizers = object.metadata.finalizers
+  return Array.isArray(finalizers) && finalizers.length > 0
 }
 
 const PATCH_TYPES = new Set(['application/merge-patch+json', 'application/strategic-merge-patch+json', 'application/json-patch+json'])
@@ -167,11 +177,13 @@ export async function startFakeApiServer(options: FakeApiServerOptions = {}): Pr
     if (pre?.resourceVersion && pre.resourceVersion !== current.metadata.resourceVersion) {
       throw conflict(info.plural, name, `Precondition failed: ResourceVersion in precondition: ${pre.resourceVersion}, ResourceVersion in object meta: ${current.metadata.resourceVersion ?? ''}`)
     }
+    let grace = 0
     if (info.plural === 'pods') {
       const spec = current.spec as { nodeName?: string; terminationGracePeriodSeconds?: number } | undefined
       const phase = (current.status as { phase?: string } | undefined)?.phase
-      const grace = opts.gracePeriodSeconds ?? spec?.terminationGracePeriodSeconds ?? 30
+      grace = opts.gracePeriodSeconds ?? spec?.terminationGracePeriodSeconds ?? 30
       const graceful = grace > 0 && spec?.nodeName && phase !== 'Succeeded' && phase !== 'Failed'
+      if (!graceful) grace = 0
       if (graceful) {
         const already = current.metadata.deletionGracePeriodSeconds
         if (already !== undefined && already <= grace) return current
@@ -182,7 +194,22 @@ export async function startFakeApiServer(options: FakeApiServerOptions = {}): Pr
         return store.update(info, { ...marked, metadata: { ...marked.metadata, resourceVersion: undefined } })
       }
     }
+    // Finalizers hold the object: it is only marked, and goes when the last one is removed.
+    if (hasFinalizers(current)) {
+      if (current.metadata.deletionTimestamp !== undefined && current.metadata.deletionGracePeriodSeconds === 0) return current
+      const now = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z')
+      const marked = { ...current, metadata: { ...current.metadata, deletionTimestamp: current.metadata.deletionTimestamp ?? now, deletionGracePeriodSeconds: grace, resourceVersion: undefined } }
+      return store.update(info, marked)
+    }
     return store.delete(info, namespace, name)
+  }
+
+  /** Writes an update; an object marked for deletion whose last finalizer went (and no grace period runs) is deleted. */
+  const update = (info: ResourceInfo, next: KubeObject): KubeObject => {
+    const updated = store.update(info, next)
+    const { deletionTimestamp, deletionGracePeriodSeconds, namespace, name } = updated.metadata
+    if (deletionTimestamp === undefined || hasFinalizers(updated) || (deletionGracePeriodSeconds ?? 0) > 0) return updated
+    return store.delete(info, namespace, name as string)
   }
 
   /** Applies a subresource's rule: `/status` changes only status, the main resource all but status. */
@@ -206,7 +233,7 @@ export async function startFakeApiServer(options: FakeApiServerOptions = {}): Pr
     if (!object.metadata || object.metadata.name !== name) throw badRequest('the name of the object cannot be changed by a patch')
     const result = merged(info, current, withoutTypeMeta(object), subresource)
     // The resourceVersion of the patch (if any) is a precondition; without one the current applies.
-    return store.update(info, result)
+    return update(info, result)
   }
 
   const handle = async (req: IncomingMessage, res: ServerResponse, record: RequestRecord): Promise<void> => {
@@ -328,7 +355,7 @@ export async function startFakeApiServer(options: FakeApiServerOptions = {}): Pr
       const current = store.get(info, namespace, name as string)
       if (!current) throw notFound(info.plural, name as string, info.group)
       const object = withoutTypeMeta(body as KubeObject)
-      const updated = store.update(info, merged(info, current, { ...object, metadata: { ...object.metadata, namespace } }, subresource))
+      const updated = update(info, merged(info, current, { ...object, metadata: { ...object.metadata, namespace } }, subresource))
       record.status = 200
       return sendJson(res, 200, withTypeMeta(info, updated))
     }
