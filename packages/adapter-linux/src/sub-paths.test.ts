@@ -80,8 +80,28 @@ describeAsRoot('safe subPath binds on the real kernel', () => {
     libc().sync.close(opened.fd)
   })
 
-  it('a missing sub path is ENOENT', async () => {
+  it('a missing sub path is created inside the volume, with the mode of its root, and bound', async () => {
     const { host, p } = await volume()
-    await expectHostError(host.subPaths.bind(p('vol'), 'nope', p('pod', 'sub')), 'ENOENT')
+    await host.chmod(p('vol'), 0o2751)
+    await host.subPaths.bind(p('vol'), 'data/new/deeper', p('pod', 'sub'))
+    for (const dir of [['data', 'new'], ['data', 'new', 'deeper']]) expect((await host.lstat(p('vol', ...dir)))?.mode).toBe(0o2751)
+    expect((await host.lstat(p('vol', 'data')))?.mode).not.toBe(0o2751)
+    await host.writeFile(p('pod', 'sub', 'g'), 'written by the container')
+    expect(text(await host.readFile(p('vol', 'data', 'new', 'deeper', 'g')))).toBe('written by the container')
+  })
+
+  it.each([
+    { case: 'a symlink planted mid-path to a directory outside', subPath: 'escape/made/here', link: (root: string) => `${root}/secret`, code: 'EACCES' as const },
+    { case: 'a relative one', subPath: 'data/escape/made', link: () => '../../secret', code: 'EACCES' as const, at: ['data', 'escape'] },
+    { case: 'a dangling symlink where a directory is to be made', subPath: 'escape/made', link: (root: string) => `${root}/secret/made`, code: 'EEXIST' as const },
+  ])('refuses to create a missing sub path through $case: nothing made outside', async ({ subPath, link, code, at }) => {
+    const { host, p } = await volume()
+    await host.symlink(link(h().root), p('vol', ...(at ?? ['escape'])))
+    const error = await expectHostError(host.subPaths.bind(p('vol'), subPath, p('pod', 'sub')), code)
+    if (code === 'EACCES') expect(error.message).toContain(`is outside of allowed base "${p('vol')}"`)
+    // The canary outside is intact, and nothing was made beside it.
+    expect(await host.readdir(p('secret'))).toEqual(['key'])
+    expect(text(await host.readFile(p('secret', 'key')))).toBe('outside')
+    expect((await host.mounts()).some((e) => e.target.startsWith(p('pod')))).toBe(false)
   })
 })

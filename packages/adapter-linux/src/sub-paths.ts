@@ -3,9 +3,10 @@
  * path, refuse one that leaves the volume, then walk it again one component at a time with
  * openat(O_PATH|O_NOFOLLOW) from a descriptor of the volume, refuse any symlink met on the way, and
  * bind-mount the final descriptor through /proc/self/fd/<fd>. A symlink swapped in after the check
- * is met by the walk (ELOOP), so the bind can never land outside the volume.
+ * is met by the walk (ELOOP), so the bind can never land outside the volume. A missing sub path is
+ * created first, as safely ({@link makeSubPathDirs}).
  */
-import { mkdir, realpath, stat, writeFile } from 'node:fs/promises'
+import { chmod, mkdir, realpath, stat, writeFile } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import type { SubPaths } from '@kubevol/core'
 import { HostError, joinPath } from '@kubevol/core'
@@ -55,6 +56,62 @@ export async function openBeneath(sys: Sys, base: string, relative: string): Pro
   }
 }
 
+const isMissing = (err: unknown): boolean => err instanceof HostError && err.code === 'ENOENT'
+
+/**
+ * Creates the missing directories of `subPath` inside `volumePath`, as the kubelet's
+ * `doSafeMakeDir`: the longest existing prefix is resolved and must be inside the volume; it is
+ * opened from the volume's root without following any symlink ({@link openBeneath}); each missing
+ * component is then made with mkdir relative to the open descriptor (through its /proc/self/fd
+ * link: mkdirat) and opened again with O_NOFOLLOW|O_DIRECTORY, so a symlink swapped in on the way
+ * fails the call instead of being followed. New directories get the permission bits (and setgid)
+ * of the volume's root. Nothing to do when the whole path exists.
+ */
+export async function makeSubPathDirs(sys: Sys, volumePath: string, subPath: string): Promise<void> {
+  const components = subPath.split('/').filter((s) => s !== '' && s !== '.')
+  if (components.includes('..')) throw new HostError('EACCES', 'mkdirat', joinPath(volumePath, subPath), 'path traversal (..) in subpath')
+  const base = await sys.fs('realpath', volumePath, () => realpath(volumePath))
+  let existing = base
+  let missing = components.length
+  for (let i = 0; i < components.length; i++) {
+    const prefix = joinPath(volumePath, ...components.slice(0, i + 1))
+    const resolved = await sys.fs('realpath', prefix, () => realpath(prefix)).catch((err: unknown) => {
+      if (isMissing(err)) return undefined
+      throw err
+    })
+    if (resolved === undefined) {
+      missing = i
+      break
+    }
+    existing = resolved
+  }
+  if (missing === components.length) return
+  if (!isPathWithin(existing, base)) {
+    throw new HostError('EACCES', 'mkdirat', joinPath(volumePath, subPath), `path "${existing}" is outside of allowed base "${base}"`)
+  }
+  const mode = (await sys.fs('stat', base, () => stat(base))).mode & 0o2777
+  const opened = await openBeneath(sys, base, existing.slice(base.length))
+  let fd = opened.fd
+  try {
+    if (opened.type !== 'directory') throw new HostError('ENOTDIR', 'mkdirat', existing, 'not a directory')
+    let current = existing
+    const flags = c.O_PATH | c.O_NOFOLLOW | c.O_DIRECTORY | c.O_CLOEXEC
+    for (const component of components.slice(missing)) {
+      current = joinPath(current, component)
+      const at = `/proc/self/fd/${fd}/${component}`
+      // mkdir never follows a last component that is a symlink (EEXIST); the parent is the descriptor.
+      await sys.fs('mkdirat', current, () => mkdir(at, { mode: mode & 0o777 }))
+      const parent = fd
+      fd = await sys.call('openat', current, (l) => l.openat(parent, component, flags, 0))
+      sys.libc().sync.close(parent)
+      // The mode mkdir got went through the umask; set it on the very directory opened.
+      await sys.fs('chmod', current, () => chmod(`/proc/self/fd/${fd}`, mode))
+    }
+  } finally {
+    sys.libc().sync.close(fd)
+  }
+}
+
 /** What a subPath bind needs from the host besides system calls. */
 export interface SubPathDeps {
   readonly sys: Sys
@@ -66,6 +123,7 @@ export interface SubPathDeps {
 export function createSubPaths({ sys, remountReadOnly }: SubPathDeps): SubPaths {
   return {
     async bind(volumePath, subPath, target, options) {
+      await makeSubPathDirs(sys, volumePath, subPath)
       const joined = joinPath(volumePath, subPath)
       const base = await sys.fs('realpath', volumePath, () => realpath(volumePath))
       const resolved = await sys.fs('realpath', joined, () => realpath(joined))

@@ -124,7 +124,11 @@ export interface Filesystems {
  * `target`. A symlink swapped in between the check and the bind therefore fails the call (ELOOP)
  * instead of pointing the bind outside the volume. A path that resolves outside the volume fails
  * with EACCES ("subpath ... not within volume path ..."). `target` is created (a file or a directory,
- * matching the source) when absent.
+ * matching the source) when absent. A missing sub path is created first as the kubelet's
+ * `doSafeMakeDir` does: its existing prefix must resolve inside the volume (else EACCES, "path ... is
+ * outside of allowed base ..."), each missing directory is made relative to the one before without
+ * following a symlink (a symlink in the way: EEXIST or ELOOP), with the volume root's permission
+ * bits and setgid.
  */
 export interface SubPaths {
   bind(volumePath: string, subPath: string, target: string, options?: { readonly readOnly?: boolean }): Promise<void>

@@ -548,6 +548,36 @@ export function runHostContract(name: string, setup: () => Promise<HostContractS
         expect(await read(p('data', 'precious'))).toBe('keep me')
       })
 
+      it('a subPath bind creates a missing sub path inside the volume, never through a symlink', async (t) => {
+        const subPaths = h().subPaths
+        if (!subPaths) return t.skip()
+        await h().mkdir(p('vol', 'real'), { recursive: true })
+        await h().chmod(p('vol'), 0o2770)
+        await h().mkdir(p('outside'))
+        await h().symlink(p('outside'), p('vol', 'escape'))
+        await h().symlink(p('outside', 'new'), p('vol', 'dangling'))
+        await h().symlink(p('vol', 'real'), p('vol', 'inside'))
+        for (const t of ['t1', 't2', 't3', 't4']) await h().mkdir(p(t))
+        // Missing: made component by component, with the mode of the volume's root.
+        await subPaths.bind(p('vol'), 'a/b/c', p('t1'))
+        for (const dir of [['a'], ['a', 'b'], ['a', 'b', 'c']]) {
+          const info = await h().lstat(p('vol', ...dir))
+          expect([info?.type, info?.mode]).toEqual(['directory', 0o2770])
+        }
+        await h().writeFile(p('t1', 'f'), 'through the bind')
+        expect(await read(p('vol', 'a', 'b', 'c', 'f'))).toBe('through the bind')
+        // A symlink in the middle that leads out of the volume: refused, nothing made outside.
+        await expectHostError(subPaths.bind(p('vol'), 'escape/x/y', p('t2')), 'EACCES')
+        // A dangling symlink where a directory is to be made: never followed.
+        await expectHostError(subPaths.bind(p('vol'), 'dangling/x', p('t3')), 'EEXIST')
+        expect(await h().readdir(p('outside'))).toEqual([])
+        expect(await h().isMountPoint(p('t2'))).toBe(false)
+        expect(await h().isMountPoint(p('t3'))).toBe(false)
+        // A symlink that stays inside the volume is followed, as the kubelet does.
+        await subPaths.bind(p('vol'), 'inside/new', p('t4'))
+        expect((await h().lstat(p('vol', 'real', 'new')))?.type).toBe('directory')
+      })
+
       it('unmount of a mount with a mount below it fails with EBUSY; a lazy unmount detaches both', async () => {
         await h().mkdir(p('outer'))
         await tmpfs(p('outer'))
