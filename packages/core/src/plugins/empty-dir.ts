@@ -97,9 +97,9 @@ export async function setUpEmptyDirAt(host: Host, dir: string, tmpfsBytes: numbe
  * is done.
  */
 export async function tearDownEmptyDirAt(host: Host, dir: string): Promise<void> {
-  // One mount-point check (ENOENT: done); a broken mount is unmounted without a look, and one
-  // still there after the unmount (stacked) refuses before anything is removed.
-  if (!(await unmountMountPoint(host, dir))) return
+  // One mount-point check (ENOENT: done); a broken mount is unmounted without a look. A mount
+  // still there after the unmount (stacked) makes removeAll refuse (EBUSY) before removing anything.
+  if (!(await unmountMountPoint(host, dir, { recheck: false }))) return
   await host.removeAll(dir)
 }
 

@@ -1,18 +1,69 @@
 /**
  * Unmounts and removes a pod's mount point (mount-utils `CleanupMountPoint`, SPEC §8.4). The
  * directory is removed with a plain remove, which fails on a non-empty directory: content that
- * is still there after the unmount is never deleted.
+ * is still there after the unmount is never deleted. A mount whose filesystem no longer answers
+ * (a dead FUSE daemon, a stale NFS handle) is unmounted without looking at it first, as the
+ * kubelet does for a "corrupted mount": otherwise its tear-down would fail forever.
  */
-import { isHostError } from '../../errors.js'
+import { errorMessage, isHostError } from '../../errors.js'
 import type { Host } from '../../host/host.js'
+
+/**
+ * True for the errors of a mount point whose filesystem no longer answers (mount-utils
+ * `IsCorruptedMnt`: ENOTCONN, ESTALE, EIO, EACCES, EHOSTDOWN, ENODEV). The Host port folds
+ * ENOTCONN, ESTALE and EHOSTDOWN onto EIO (the kernel's name stays in the message).
+ */
+export function isCorruptedMountError(err: unknown): boolean {
+  return isHostError(err, 'EIO', 'EACCES', 'ENODEV')
+}
+
+/**
+ * What is at `path` for a tear-down: `missing`, `mounted`, `not-mounted`, or `corrupted` (its
+ * check failed as a broken mount's does: treat it as mounted). Other failures are thrown. One
+ * call: the Host's check answers a mount point from the mount table without touching it.
+ */
+async function mountStateOf(host: Host, path: string): Promise<'missing' | 'mounted' | 'not-mounted' | 'corrupted'> {
+  try {
+    return (await host.isMountPoint(path)) ? 'mounted' : 'not-mounted'
+  } catch (err) {
+    if (isHostError(err, 'ENOENT')) return 'missing'
+    if (isCorruptedMountError(err)) return 'corrupted'
+    throw err
+  }
+}
+
+/**
+ * Unmounts `path` once when it is a mount point (a corrupted one included) and checks that it is
+ * no longer one. Returns false when `path` does not exist. Throws, having removed nothing, when
+ * it is still a mount point after the unmount (another mount stacked on it): what is below is
+ * never looked into. A symlink at `path` is never followed (the unmount does not follow it).
+ * `recheck: false` leaves the check after the unmount to the caller's next step.
+ */
+export async function unmountMountPoint(host: Host, path: string, options: { readonly recheck?: boolean } = {}): Promise<boolean> {
+  const state = await mountStateOf(host, path)
+  if (state === 'missing') return false
+  if (state === 'not-mounted') return true
+  try {
+    await host.unmount(path)
+  } catch (err) {
+    // The check follows a symlink at `path`, the unmount does not: a link to a mount point is
+    // not one, and it is the link that is removed.
+    if (isHostError(err, 'EINVAL') && (await host.lstat(path))?.type === 'symlink') return true
+    throw new Error(`failed to unmount path ${path}${state === 'corrupted' ? ' (a corrupted mount)' : ''}: ${errorMessage(err)}`, { cause: err })
+  }
+  // A caller whose next step refuses a mount point by itself (a remove that never crosses a
+  // mount) skips the check: that step says it.
+  if (options.recheck === false) return true
+  const after = await mountStateOf(host, path)
+  if (after === 'mounted' || after === 'corrupted') {
+    throw new Error(`failed to cleanup mount point ${path}: still mounted after unmount (another mount is stacked on it); nothing below it is removed`)
+  }
+  return after !== 'missing'
+}
 
 /** Idempotent: a missing path is done. Throws when the path is still mounted after one unmount. */
 export async function cleanupMountPoint(host: Host, path: string): Promise<void> {
-  if (!(await host.lstat(path))) return
-  if (await host.isMountPoint(path)) {
-    await host.unmount(path)
-    if (await host.isMountPoint(path)) throw new Error(`failed to cleanup mount point ${path}: still mounted after unmount`)
-  }
+  if (!(await unmountMountPoint(host, path))) return
   try {
     await host.remove(path)
   } catch (err) {
@@ -27,3 +78,4 @@ export async function mountReferences(host: Host, path: string): Promise<string[
   if (!own) return []
   return mounts.filter((m) => m.target !== path && m.device === own.device && m.root === own.root).map((m) => m.target)
 }
+

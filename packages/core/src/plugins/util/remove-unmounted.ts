@@ -4,15 +4,31 @@
  */
 import { HostError, isHostError } from '../../errors.js'
 import type { Host } from '../../host/host.js'
+import { isCorruptedMountError } from './cleanup-mount-point.js'
+
+/** The calls that look at a path before its remove: their failing as a broken mount's does means a mount point is there. */
+const CHECKS: ReadonlySet<string> = new Set(['statx', 'stat', 'lstat', 'isMountPoint'])
+
+/** A broken mount found by a check (a dead FUSE daemon, a stale NFS handle) is a mount point: EBUSY, never removed. */
+function asMountPoint(err: unknown): unknown {
+  if (isCorruptedMountError(err) && err instanceof HostError && CHECKS.has(err.syscall)) {
+    return new HostError('EBUSY', 'remove', err.path, `a mount point whose filesystem does not answer (a corrupted mount: ${err.message})`, { cause: err })
+  }
+  return err
+}
 
 /**
  * Removes each path in order unless it is a mount point; a missing one is skipped. A mount point
- * ends it with EBUSY, before any remove of it; so does any other failure. The paths after the one
- * it ended at stay: a directory still mounted keeps its parent and the files beside it. One host
- * call where the host has `removeUnmounted`.
+ * (a corrupted one included) ends it with EBUSY, before any remove of it; so does any other
+ * failure. The paths after the one it ended at stay: a directory still mounted keeps its parent
+ * and the files beside it. One host call where the host has `removeUnmounted`.
  */
-export function removeUnmounted(host: Host, paths: readonly string[]): Promise<void> {
-  return host.removeUnmounted ? host.removeUnmounted(paths) : removeUnmountedOneByOne(host, paths)
+export async function removeUnmounted(host: Host, paths: readonly string[]): Promise<void> {
+  try {
+    await (host.removeUnmounted ? host.removeUnmounted(paths) : removeUnmountedOneByOne(host, paths))
+  } catch (err) {
+    throw asMountPoint(err)
+  }
 }
 
 /** {@link removeUnmounted} as a mount-point check and a remove per path: two calls each. */
@@ -22,7 +38,7 @@ export async function removeUnmountedOneByOne(host: Pick<Host, 'isMountPoint' | 
       if (await host.isMountPoint(path)) throw new HostError('EBUSY', 'remove', path, 'a mount point')
       await host.remove(path)
     } catch (err) {
-      if (!isHostError(err, 'ENOENT')) throw err
+      if (!isHostError(err, 'ENOENT')) throw asMountPoint(err)
     }
   }
 }
