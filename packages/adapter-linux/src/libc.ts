@@ -147,6 +147,8 @@ export interface Libc {
     mount(source: string | null, target: string, fstype: string | null, flags: number, data: string | null): SysResult
     umount2(target: string, flags: number): SysResult
     unshare(flags: number): SysResult
+    /** flock(2); with LOCK_NB it never blocks. */
+    flock(fd: number, operation: number): SysResult
   }
   /** The async form of getpid, to measure the cost of one trip through the threadpool. */
   getpidAsync(): Promise<number>
@@ -240,6 +242,7 @@ function bind(koffi: KoffiModule): Libc {
     poll: lib.func('poll', 'int', ['void *', 'unsigned long', 'int']),
     getpid: lib.func('int getpid()'),
     unshare: lib.func('int unshare(int flags)'),
+    flock: lib.func('int flock(int fd, int operation)'),
   }
 
   // koffi refuses new async calls past a fixed number in flight ("Too many asynchronous calls are
@@ -308,6 +311,7 @@ function bind(koffi: KoffiModule): Libc {
       mount: sync(f.mount),
       umount2: sync(f.umount2),
       unshare: sync(f.unshare),
+      flock: sync(f.flock),
     },
   } as Libc
 }

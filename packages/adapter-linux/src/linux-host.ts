@@ -18,6 +18,7 @@ import type {
   MountEntry,
   MountRequest,
   PathHolders,
+  RootLock,
   SELinux,
   SubPaths,
   UnmountOptions,
@@ -45,6 +46,7 @@ import { deviceNumber, mountsOfDevice } from './mountinfo.js'
 import type { LinuxHostOptions, ResolvedLinuxHostOptions } from './options.js'
 import { resolveLinuxHostOptions } from './options.js'
 import { removeAll } from './remove-all.js'
+import { lockRoot } from './root-lock.js'
 import { toFsStats } from './statfs.js'
 import { createSubPaths } from './sub-paths.js'
 import type { Sys } from './sys.js'
@@ -276,6 +278,12 @@ export class LinuxHost implements Host {
         await handle.close()
       }
     })
+  }
+
+  /** kubevol's exclusive lock on `rootDir` (root-lock.ts); the directory is made when missing. */
+  async lockRoot(rootDir: string): Promise<RootLock> {
+    await this.mkdir(rootDir, { recursive: true, mode: 0o750 })
+    return lockRoot(this.#sys.libc(), rootDir, process.pid)
   }
 
   /** Sets the size of a regular file (a sparse extension or a cut). ENOENT when it does not exist. */

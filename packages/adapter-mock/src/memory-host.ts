@@ -15,6 +15,7 @@ import type {
   SubPaths,
   MountRequest,
   PathHolders,
+  RootLock,
   UnmountOptions,
 } from '@kubevol/core'
 import { HostError, systemClock } from '@kubevol/core'
@@ -126,6 +127,9 @@ function addsLinesOnly(request: MountRequest): boolean {
 export class MemoryHost implements Host {
   readonly #state: HostState
   readonly #faults: FaultInjector
+  /** Root directories locked by {@link MemoryHost.lockRoot}, and the pid of their holder. */
+  readonly #rootLocks = new Map<string, number>()
+  #lockHolders = 0
   declare readonly loopDevices?: LoopDevices
   declare readonly blockDevices?: BlockDevices
   declare readonly filesystems?: Filesystems
@@ -181,6 +185,27 @@ export class MemoryHost implements Host {
     return this.#call('truncate', [path, size], path, () => {
       if (!files.statPath(this.#state, path, true)) throw new HostError('ENOENT', 'truncate', path, 'no such file or directory')
       files.allocateFile(this.#state, path, size)
+    })
+  }
+
+  /**
+   * kubevol's lock on `rootDir`, modelled per host: one holder at a time, each given its own pid
+   * (from 1000 up) for the refusal to name. Nothing is written to the file tree.
+   */
+  lockRoot(rootDir: string): Promise<RootLock> {
+    return this.#call('lockRoot', [rootDir], rootDir, (): RootLock => {
+      const holder = this.#rootLocks.get(rootDir)
+      if (holder !== undefined) return { locked: false, holderPid: holder }
+      const pid = 1000 + this.#lockHolders++
+      this.#rootLocks.set(rootDir, pid)
+      let held = true
+      return {
+        locked: true,
+        release: async () => {
+          if (held && this.#rootLocks.get(rootDir) === pid) this.#rootLocks.delete(rootDir)
+          held = false
+        },
+      }
     })
   }
 

@@ -137,6 +137,13 @@ async function start(
   cleanups: (() => Promise<void> | void)[],
 ): Promise<Agent> {
   const host = deps.host ?? (config.host === 'linux' ? await loadLinuxHost() : createMemoryHost({ clock }))
+  // One manager per root: a second agent, or `kubevol gc`, would tear down what this one set up.
+  // Taken first and released last (cleanups run in reverse); the kernel drops it if we are killed.
+  const rootLock = await host.lockRoot?.(config.rootDir)
+  if (rootLock && !rootLock.locked) {
+    throw new Error(`the root ${config.rootDir} is in use by kubevol${rootLock.holderPid ? ` (pid ${rootLock.holderPid})` : ''}: another agent manages it; stop it first`)
+  }
+  if (rootLock?.locked) cleanups.push(() => rootLock.release())
   const token = deps.authToken ?? (config.authTokenFile ? (await readFile(config.authTokenFile, 'utf8')).trim() : undefined)
   if (!LOOPBACK.test(config.address) && token === undefined) {
     logger.warn('The status endpoints are bound beyond loopback without a bearer token', { address: config.address })

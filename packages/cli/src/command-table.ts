@@ -175,11 +175,20 @@ const TABLE: CommandSpec[] = [
     summary: 'Remove orphaned pod directories safely, reporting what was refused and why.',
     description:
       'Removes pods/<uid> directories of pods that are not in --manifests (if given) and have nothing mounted, never deleting through a mount point. ' +
+      'It refuses to run while an agent holds the root (the lock <root>/kubevol.lock): stop the agent first. ' +
+      'A pod whose volumes the journal records as set up is kept unless --force. ' +
       '--dry-run only reports.',
     args: [],
-    flags: [ROOT, HOST, { ...MANIFESTS, description: 'Pods still wanted (their directories are kept).' }, { name: 'dry-run', type: 'boolean', description: 'Report only; remove nothing.' }, OUTPUT],
+    flags: [
+      ROOT,
+      HOST,
+      { ...MANIFESTS, description: 'Pods still wanted (their directories are kept).' },
+      { name: 'dry-run', type: 'boolean', description: 'Report only; remove nothing.' },
+      { name: 'force', type: 'boolean', description: 'Also remove pods the journal records as set up (nothing mounted is ever removed).' },
+      OUTPUT,
+    ],
     examples: ['sudo kubevol gc --host linux --dry-run', 'sudo kubevol gc --host linux'],
-    exitCodes: [{ code: 1, meaning: 'some orphans were refused (listed with the reason)' }],
+    exitCodes: [{ code: 1, meaning: 'an agent holds the root, or some orphans were refused (listed with the reason)' }],
   },
   {
     name: 'doctor',

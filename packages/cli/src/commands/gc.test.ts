@@ -1,4 +1,5 @@
 import { createMemoryHost } from '@kubevol/adapter-mock'
+import { type JournalRecord, VolumeJournal, silentLogger } from '@kubevol/core'
 import { describe, expect, it } from 'vitest'
 import { cli } from '../../test/helpers.js'
 
@@ -38,6 +39,34 @@ describe('kubevol gc', () => {
     expect(host.exists(`${ROOT}/pods/orphan-empty`)).toBe(false)
     expect(host.exists(`${ROOT}/pods/orphan-mounted/volumes/kubernetes.io~empty-dir/cache`)).toBe(true)
     expect(host.mountTargets()).toContain(`${ROOT}/pods/orphan-mounted/volumes/kubernetes.io~empty-dir/cache`)
+  })
+
+  it('refuses while another process holds the root lock, removing nothing', async () => {
+    const host = await preparedTree()
+    const lock = await host.lockRoot(ROOT)
+    if (!lock.locked) throw new Error('the lock should be free')
+    const before = JSON.stringify(host.tree('/'))
+    for (const flags of [[], ['--force'], ['--dry-run']]) {
+      const r = await cli(['gc', ...flags], { host })
+      expect(r.code).toBe(1)
+      expect(r.stderr).toContain(`the root ${ROOT} is in use by kubevol (pid 1000); stop the agent first`)
+    }
+    expect(JSON.stringify(host.tree('/'))).toBe(before)
+    await lock.release()
+    expect((await cli(['gc'], { host })).stdout).toMatch(/^orphan-empty\s+removed/m)
+  })
+
+  it('keeps a pod the journal records as set up unless --force', async () => {
+    const host = await preparedTree()
+    const journal = await VolumeJournal.open({ host, path: `${ROOT}/journal/volumes.log`, logger: silentLogger })
+    await journal.record({ kind: 'setup', volume: 'kubernetes.io/empty-dir/scratch', pod: 'orphan-empty', podUID: 'orphan-empty', outerName: 'scratch', spec: { name: 'scratch', volume: { name: 'scratch', emptyDir: {} }, readOnly: false }, gid: '' } as JournalRecord)
+    await journal.flush()
+    const kept = await cli(['gc'], { host })
+    expect(kept.stdout).toMatch(/^orphan-empty\s+refused\s+the journal records volumes "scratch" of this pod as set up; pass --force to remove it anyway/m)
+    expect(host.exists(`${ROOT}/pods/orphan-empty`)).toBe(true)
+    const forced = await cli(['gc', '--force'], { host })
+    expect(forced.stdout).toMatch(/^orphan-empty\s+removed/m)
+    expect(host.exists(`${ROOT}/pods/orphan-empty`)).toBe(false)
   })
 
   it('exits 0 when there is nothing to clean', async () => {

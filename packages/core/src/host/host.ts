@@ -140,6 +140,11 @@ export interface PathHolders {
   readonly processes: readonly { readonly pid: number; readonly command: string }[]
 }
 
+/** The outcome of {@link Host.lockRoot}: held (release it at shutdown), or held by another process. */
+export type RootLock =
+  | { readonly locked: true; release(): Promise<void> }
+  | { readonly locked: false; readonly holderPid?: number }
+
 /** SELinux on the host. */
 export interface SELinux {
   /** True when the host enforces or permits SELinux labels (mount `context=` options apply). */
@@ -206,6 +211,14 @@ export interface Host {
   removeUnmounted?(paths: readonly string[]): Promise<void>
   /** What holds `path` busy, for the message of an unmount that failed with EBUSY. */
   holders?(path: string): Promise<PathHolders>
+  /**
+   * Takes kubevol's exclusive lock on `rootDir` (`<rootDir>/kubevol.lock`, the directory made when
+   * missing), so that one process at a time manages the root: an agent holds it while it runs, and
+   * `kubevol gc` takes it before removing anything. Held by another process, the answer says which
+   * (`holderPid`). On Linux a flock(2) the kernel drops when the holder dies, even by SIGKILL: a
+   * stale lock file never blocks a restart.
+   */
+  lockRoot?(rootDir: string): Promise<RootLock>
   /** Sets the size of a regular file (extends sparsely or cuts). Present where disk images can grow. */
   truncate?(path: string, size: number): Promise<void>
   /** Filesystem usage of the filesystem `path` is on. */
