@@ -4,6 +4,7 @@
  * and the asynchronous operation it returns.
  */
 import type { Mounter, Unmounter } from '../plugins/plugin.js'
+import { cleanVolumeSubPaths } from './clean-sub-paths.js'
 import { subPathMounts, subPathTarget } from './subpath.js'
 import { checkNodeAffinity } from '../api/node-affinity.js'
 import { storageOf } from '../api/quantity.js'
@@ -11,7 +12,6 @@ import { accessModesOf, mountOptionsOf } from '../api/volume-spec.js'
 import type { AttachedVolume, MountedVolume } from '../cache/actual-state.js'
 import type { VolumeToMount } from '../cache/desired-state.js'
 import { type FailureKind, OperationError, errorMessage, failureKind, isHostError } from '../errors.js'
-import { joinPath } from '../paths.js'
 import type { VolumePlugin } from '../plugins/plugin.js'
 import {
   type OperationContext,
@@ -300,18 +300,12 @@ async function withHolders(ctx: OperationContext, err: unknown, path: string): P
 }
 
 /**
- * Unmounts and removes every subPath bind under `dir` (`volume-subpaths/<volume>`), deepest first.
- * Nothing is removed while it is still a mount point.
+ * Unmounts and removes every subPath bind under `path` (`volume-subpaths/<volume>`): see
+ * {@link cleanVolumeSubPaths}. Nothing is removed while it is still a mount point, and nothing
+ * below a mount point is looked at.
  */
 export async function cleanSubPaths(ctx: OperationContext, path: string): Promise<void> {
-  const info = await ctx.host.lstat(path)
-  if (!info) return
-  // Unmount before looking inside: what is below a bind is the volume's data, never to be removed.
-  if (info.type !== 'symlink' && (await ctx.host.isMountPoint(path))) await ctx.host.unmount(path)
-  if (info.type === 'directory') {
-    for (const name of await ctx.host.readdir(path)) await cleanSubPaths(ctx, joinPath(path, name))
-  }
-  await ctx.host.remove(path)
+  await cleanVolumeSubPaths(ctx.host, path, { unmount: true })
 }
 
 /** "unmount_device": refuse while other mounts reference the device, unmount, check the device is free. */
@@ -377,10 +371,15 @@ export function generateUnmountDevice(ctx: OperationContext, av: AttachedVolume)
  * The kind of a mount step's failure as the actual state should record it. A final error does not
  * prove that nothing is mounted: an earlier attempt that ended uncertain, or a step of this one
  * before it failed, may have left `path` mounted. A mount point stays possibly mounted (uncertain),
- * so that it is torn down once no pod wants it instead of leaking.
+ * so that it is torn down once no pod wants it instead of leaking. A missing `path` is not mounted
+ * (final); a check that fails otherwise (EIO, a broken mount) cannot say, so it is uncertain.
  */
 async function failureKindAt(ctx: OperationContext, path: string, err: unknown): Promise<FailureKind> {
   const kind = failureKind(err)
   if (kind !== 'final' || !path) return kind
-  return (await ctx.host.isMountPoint(path).catch(() => true)) ? 'uncertain' : 'final'
+  try {
+    return (await ctx.host.isMountPoint(path)) ? 'uncertain' : 'final'
+  } catch (checkErr) {
+    return isHostError(checkErr, 'ENOENT') ? 'final' : 'uncertain'
+  }
 }

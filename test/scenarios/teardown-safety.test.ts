@@ -1,0 +1,189 @@
+/**
+ * Tear-down, reconstruction and orphan cleanup never delete through a mount or a symlink, and cope
+ * with a mount whose filesystem no longer answers (on the memory host; the same stories run on the
+ * real kernel in adapter-linux's teardown-safety test).
+ */
+import { createMemoryHost } from '@kubevol/adapter-mock'
+import { type Pod, HostError, cleanupMountPoint, createBuiltinPlugins } from '@kubevol/core'
+import { buildPod, createFakeClock, createHarness, fakeVolume, type Harness } from '@kubevol/core/testing'
+import { afterEach, describe, expect, it } from 'vitest'
+
+const ROOT = '/var/lib/kubevol'
+const OUTSIDE = '/srv/elsewhere'
+
+let current: (Harness & { host: ReturnType<typeof createMemoryHost> }) | undefined
+function start(host = createMemoryHost({ clock: createFakeClock() })) {
+  const clock = createFakeClock()
+  const h = Object.assign(createHarness({ host, clock, plugins: createBuiltinPlugins() }), { host })
+  current = h
+  h.start()
+  return h
+}
+afterEach(async () => {
+  await current?.stop()
+  current = undefined
+})
+
+const text = async (host: ReturnType<typeof createMemoryHost>, path: string) => new TextDecoder().decode(await host.readFile(path))
+
+/** Canary files outside the root, checked by content. */
+async function plantCanaries(host: ReturnType<typeof createMemoryHost>, dir: string): Promise<void> {
+  await host.mkdir(dir, { recursive: true })
+  await host.writeFile(`${dir}/canary`, `canary of ${dir}`)
+  await host.mkdir(`${dir}/sub`)
+  await host.writeFile(`${dir}/sub/deep`, 'deep canary')
+}
+async function expectCanaries(host: ReturnType<typeof createMemoryHost>, dir: string): Promise<void> {
+  expect(await text(host, `${dir}/canary`)).toBe(`canary of ${dir}`)
+  expect(await text(host, `${dir}/sub/deep`)).toBe('deep canary')
+}
+
+function subPathPod(): Pod {
+  const base = buildPod({ uid: 'a', volumes: [{ name: 'host', hostPath: { path: '/srv/host', type: 'Directory' } }] })
+  return { ...base, spec: { ...base.spec, containers: [{ name: 'main', volumeMounts: [{ name: 'host', mountPath: '/data', subPath: 'data' }] }] } }
+}
+
+describe('subPath cleanup', () => {
+  const index = `${ROOT}/pods/a/volume-subpaths/host/main/0`
+
+  it.each([1, 2])('never deletes through a bind stacked %i time(s) on a subPath bind', async (stacked) => {
+    const host = createMemoryHost({ clock: createFakeClock() })
+    await host.mkdir('/srv/host/data', { recursive: true })
+    await host.writeFile('/srv/host/data/keep', 'hostPath data')
+    await plantCanaries(host, OUTSIDE)
+    const h = start(host)
+    await h.addPodAndWait(subPathPod())
+    for (let i = 0; i < stacked; i++) await host.mount({ source: OUTSIDE, target: index, bind: true })
+    h.pods.deletePod('a')
+    // Each pass unmounts one bind and refuses while another is still there; retries finish it.
+    await h.advanceUntil(() => !host.exists(`${ROOT}/pods/a/volume-subpaths/host`), { maxMs: 60_000 })
+    expect(host.exists(`${ROOT}/pods/a/volume-subpaths/host`)).toBe(false)
+    expect(host.mountTargets().filter((t) => t.startsWith(ROOT))).toEqual([])
+    await expectCanaries(host, OUTSIDE)
+    expect(await text(host, '/srv/host/data/keep')).toBe('hostPath data')
+  })
+
+  it('unlinks a symlink in place of a container directory or an index, never following it', async () => {
+    const host = createMemoryHost({ clock: createFakeClock() })
+    await host.mkdir('/srv/host/data', { recursive: true })
+    await plantCanaries(host, OUTSIDE)
+    const h = start(host)
+    await h.addPodAndWait(subPathPod())
+    await host.symlink(OUTSIDE, `${ROOT}/pods/a/volume-subpaths/host/other`)
+    await host.symlink(`${OUTSIDE}/sub`, `${ROOT}/pods/a/volume-subpaths/host/main/7`)
+    h.pods.deletePod('a')
+    await h.advanceUntil(() => !host.exists(`${ROOT}/pods/a/volume-subpaths/host`), { maxMs: 10_000 })
+    expect(host.exists(`${ROOT}/pods/a/volume-subpaths/host`)).toBe(false)
+    await expectCanaries(host, OUTSIDE)
+  })
+})
+
+describe('a final mount failure on a missing target', () => {
+  it('is final: nothing was mounted, so nothing is torn down', async () => {
+    const h = start()
+    const tornDown: string[] = []
+    h.plugin.intercept(async (call, next) => {
+      if (call.step === 'tearDown') tornDown.push(call.volume)
+      await next()
+    })
+    h.plugin.fail('setUp', { message: 'disk not ready' })
+    const pod = buildPod({ uid: 'a', volumes: [fakeVolume('data')] })
+    h.pods.setPod(pod)
+    await h.clock.advance(3_000)
+    expect(h.manager.hasPossiblyMountedVolumesForPod('a')).toBe(false)
+    h.pods.deletePod('a')
+    await h.clock.advance(3_000)
+    expect(tornDown).toEqual([])
+  })
+})
+
+describe('symlinks in the pods directory', () => {
+  /** A pod-shaped tree outside the root with data in an emptyDir, and links into it from the root. */
+  async function victim(host: ReturnType<typeof createMemoryHost>): Promise<void> {
+    await plantCanaries(host, `${OUTSIDE}/volumes/kubernetes.io~empty-dir/cache`)
+    await host.mkdir(`${OUTSIDE}/plugins/kubernetes.io~empty-dir/cache`, { recursive: true })
+    await host.writeFile(`${OUTSIDE}/plugins/kubernetes.io~empty-dir/cache/ready`, '')
+    await host.mkdir(`${ROOT}/pods`, { recursive: true })
+  }
+  const links: [string, (host: ReturnType<typeof createMemoryHost>) => Promise<void>][] = [
+    ['a pod directory', (host) => host.symlink(OUTSIDE, `${ROOT}/pods/od`)],
+    [
+      'a volumes directory',
+      async (host) => {
+        await host.mkdir(`${ROOT}/pods/od`)
+        await host.symlink(`${OUTSIDE}/volumes`, `${ROOT}/pods/od/volumes`)
+      },
+    ],
+    [
+      'a plugin directory',
+      async (host) => {
+        await host.mkdir(`${ROOT}/pods/od/volumes`, { recursive: true })
+        await host.symlink(`${OUTSIDE}/volumes/kubernetes.io~empty-dir`, `${ROOT}/pods/od/volumes/kubernetes.io~empty-dir`)
+      },
+    ],
+    [
+      'a volume directory',
+      async (host) => {
+        await host.mkdir(`${ROOT}/pods/od/volumes/kubernetes.io~empty-dir`, { recursive: true })
+        await host.symlink(`${OUTSIDE}/volumes/kubernetes.io~empty-dir/cache`, `${ROOT}/pods/od/volumes/kubernetes.io~empty-dir/cache`)
+      },
+    ],
+  ]
+
+  it.each(links)('a symlink in place of %s is neither reconstructed nor removed through', async (_, link) => {
+    const host = createMemoryHost({ clock: createFakeClock() })
+    await victim(host)
+    await link(host)
+    const h = start(host)
+    await h.clock.advance(5_000)
+    await h.manager.waitForIdle()
+    expect(h.manager.hasPossiblyMountedVolumesForPod('od')).toBe(false)
+    const report = await h.manager.cleanupOrphanedPods()
+    expect(report.removed).toEqual([])
+    expect(report.refused.map((r) => r.pod)).toEqual(['od'])
+    expect(report.refused[0]?.reason).toMatch(/symlink/)
+    await expectCanaries(host, `${OUTSIDE}/volumes/kubernetes.io~empty-dir/cache`)
+    expect(host.exists(`${OUTSIDE}/plugins/kubernetes.io~empty-dir/cache/ready`)).toBe(true)
+  })
+})
+
+describe('a mount whose filesystem no longer answers', () => {
+  /** What a dead FUSE daemon does: looking at the mount root fails (ENOTCONN, folded onto EIO) while it is mounted. */
+  function breakMount(host: ReturnType<typeof createMemoryHost>, target: string): void {
+    host.intercept(async (call, next) => {
+      const looks = call.method === 'lstat' || call.method === 'stat' || call.method === 'isMountPoint' || call.method === 'readdir'
+      if (looks && call.path === target && host.mountTargets().includes(target)) {
+        throw new HostError('EIO', call.method === 'isMountPoint' ? 'statx' : call.method, target, 'ENOTCONN: transport endpoint is not connected')
+      }
+      return next()
+    })
+  }
+
+  it('is unmounted and removed by the shared cleanup, and what it showed is kept', async () => {
+    const host = createMemoryHost()
+    await plantCanaries(host, '/srv/src')
+    await host.mkdir('/mnt/vol', { recursive: true })
+    await host.mount({ source: '/srv/src', target: '/mnt/vol', bind: true })
+    breakMount(host, '/mnt/vol')
+    await expect(host.lstat('/mnt/vol')).rejects.toThrow(/ENOTCONN/)
+    await cleanupMountPoint(host, '/mnt/vol')
+    expect(host.mountTargets()).toEqual([])
+    expect(host.exists('/mnt/vol')).toBe(false)
+    await expectCanaries(host, '/srv/src')
+  })
+
+  it('is torn down as an emptyDir volume', async () => {
+    const host = createMemoryHost({ clock: createFakeClock() })
+    await plantCanaries(host, '/srv/src')
+    const h = start(host)
+    const dir = `${ROOT}/pods/a/volumes/kubernetes.io~empty-dir/cache`
+    await h.addPodAndWait(buildPod({ uid: 'a', volumes: [{ name: 'cache', emptyDir: {} }] }))
+    await host.mount({ source: '/srv/src', target: dir, bind: true })
+    breakMount(host, dir)
+    h.pods.deletePod('a')
+    await h.advanceUntil(() => !host.exists(dir), { maxMs: 10_000 })
+    expect(host.exists(dir)).toBe(false)
+    expect(host.mountTargets()).toEqual([])
+    await expectCanaries(host, '/srv/src')
+  })
+})
