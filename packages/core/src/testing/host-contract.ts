@@ -320,6 +320,15 @@ export function runHostContract(name: string, setup: () => Promise<HostContractS
         expect(await read(p('outside', 'f'))).toBe('kept')
       })
 
+      it('removeAll of a symlink to a directory removes the link, never the target', async () => {
+        await h().mkdir(p('outside'))
+        await h().writeFile(p('outside', 'f'), 'kept')
+        await h().symlink(p('outside'), p('link'))
+        await h().removeAll(p('link'))
+        expect(await h().lstat(p('link'))).toBeNull()
+        expect(await read(p('outside', 'f'))).toBe('kept')
+      })
+
       it('a symlink loop fails with ELOOP', async () => {
         await h().symlink(p('b'), p('a'))
         await h().symlink(p('a'), p('b'))
@@ -546,6 +555,25 @@ export function runHostContract(name: string, setup: () => Promise<HostContractS
         await h().removeAll(p('pod'))
         expect(await h().lstat(p('pod'))).toBeNull()
         expect(await read(p('data', 'precious'))).toBe('keep me')
+      })
+
+      it('removeAll of a path that is itself a mount point fails with EBUSY and removes nothing', async () => {
+        await h().mkdir(p('vol'))
+        await h().mkdir(p('data'))
+        await h().writeFile(p('data', 'precious'), 'keep me')
+        await h().mount({ source: p('data'), target: p('vol'), bind: true })
+        await expectHostError(h().removeAll(p('vol')), 'EBUSY')
+        expect(await read(p('data', 'precious'))).toBe('keep me')
+        expect(await h().isMountPoint(p('vol'))).toBe(true)
+      })
+
+      it('unmount does not follow a symlink: a link to a mount point fails with EINVAL and the mount stays', async () => {
+        await h().mkdir(p('m'))
+        await h().symlink(p('m'), p('link'))
+        await tmpfs(p('m'))
+        await expectHostError(h().unmount(p('link')), 'EINVAL')
+        expect(await h().isMountPoint(p('m'))).toBe(true)
+        await h().unmount(p('m'))
       })
 
       it('a subPath bind creates a missing sub path inside the volume, never through a symlink', async (t) => {
