@@ -113,6 +113,34 @@ describe('CallRunner (fake clock)', () => {
     await clock.flush()
   })
 
+  it('a call still queued at its deadline is taken back: "not made", not stalled, and counted in flight only until then', async () => {
+    const { clock, runner } = harness()
+    const hung = deferred<string>()
+    const first = outcome(runner.run('lstat', '/fuse/a', '/fuse', () => hung.promise))
+    await clock.advance(10)
+    let reject: (err: unknown) => void = () => {}
+    const queued = outcome(
+      runner.run('lstat', '/fuse/b', '/fuse', (call) => {
+        call.cancel = () => {
+          reject(new Error('taken back'))
+          return true
+        }
+        return new Promise((_, r) => (reject = r))
+      }),
+    )
+    expect(runner.inFlight).toBe(2)
+    await clock.advance(990)
+    expect((await first).code).toBe('ETIMEDOUT')
+    await clock.advance(10)
+    expect(await queued).toEqual({ code: 'ETIMEDOUT', message: 'ETIMEDOUT: lstat /fuse/b: not made: it waited 1000 ms behind lstat /fuse/a, blocked for 1010 ms on the filesystem at /fuse' })
+    await clock.flush()
+    expect(runner.stalled().map((c) => c.path)).toEqual(['/fuse/a'])
+    expect(runner.inFlight).toBe(1)
+    hung.resolve('late')
+    await clock.flush()
+    expect(runner.inFlight).toBe(0)
+  })
+
   it('passes a failure through unchanged', async () => {
     const { runner } = harness()
     const error = new HostError('ENOENT', 'stat', '/x')

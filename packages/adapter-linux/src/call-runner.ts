@@ -12,6 +12,10 @@
  * - a cap: when `maxStalledCalls` threads are stalled, every new call fails fast, so the threads
  *   that are left keep serving the rest of the process.
  * Both lift when the stalled calls return.
+ *
+ * A call that was queued and never started (the I/O worker holds calls on a filesystem behind one
+ * blocked there) is taken back at its deadline through {@link CallContext.cancel}: it fails with
+ * ETIMEDOUT saying it was not made, and is not counted as stalled, since it holds no thread.
  */
 import type { Clock } from '@kubevol/core'
 import { HostError } from '@kubevol/core'
@@ -26,6 +30,16 @@ export interface StalledCall {
   readonly since: number
 }
 
+/** What `start` is given: the call's filesystem, and a hook it may set to take the call back. */
+export interface CallContext {
+  /** The filesystem the call may block on (the quarantine key). */
+  readonly key: string
+  /** Names the filesystem again from a fresh mount table (the snapshot `key` came from may be old). */
+  readonly refineKey?: () => Promise<string>
+  /** Set by whatever queues the call: takes it back if nothing has started it; true when it did. */
+  cancel?: () => boolean
+}
+
 export interface CallRunnerOptions {
   readonly clock: Clock
   readonly timeoutMs: number
@@ -38,6 +52,7 @@ export class CallRunner {
   readonly #timeoutMs: number
   readonly #maxStalled: number
   readonly #stalled = new Set<StalledCall>()
+  #inFlight = 0
 
   constructor(options: CallRunnerOptions) {
     this.#clock = options.clock
@@ -50,22 +65,38 @@ export class CallRunner {
     return [...this.#stalled].map((call) => ({ ...call }))
   }
 
+  /** Calls started and not returned yet, stalled ones included (each may hold a thread). */
+  get inFlight(): number {
+    return this.#inFlight
+  }
+
   /**
    * Runs `start()` (which must begin the off-thread work and return its promise). Rejects with
    * ETIMEDOUT after the deadline, or at once when `key` is quarantined or too many calls are stalled.
    * `refineKey`, when given, names the filesystem again once the call stalls (from a fresh mount
    * table: the snapshot `key` came from may predate a mount made just before).
    */
-  run<T>(syscall: string, path: string, key: string, start: () => Promise<T>, refineKey?: () => Promise<string>): Promise<T> {
+  run<T>(syscall: string, path: string, key: string, start: (call: CallContext) => Promise<T>, refineKey?: () => Promise<string>): Promise<T> {
     const blocked = this.#refusal(syscall, path, key)
     if (blocked) return Promise.reject(blocked)
     const since = this.#clock.now()
-    const work = start()
+    const call: CallContext = refineKey ? { key, refineKey } : { key }
+    let work: Promise<T>
+    try {
+      work = start(call)
+    } catch (err) {
+      return Promise.reject(err)
+    }
+    this.#inFlight++
     return new Promise<T>((resolve, reject) => {
       let settled = false
       const timer = this.#clock.setTimer(this.#timeoutMs, () => {
         if (settled) return
         settled = true
+        if (call.cancel?.() === true) {
+          reject(new HostError('ETIMEDOUT', syscall, path, `not made: it waited ${this.#timeoutMs} ms ${this.#behind(key)}`))
+          return
+        }
         const entry: { -readonly [K in keyof StalledCall]: StalledCall[K] } = { syscall, path, key, since }
         let done = false
         // Started before the entry counts against the cap, so the table read it needs is admitted.
@@ -85,12 +116,14 @@ export class CallRunner {
       })
       work.then(
         (value) => {
+          this.#inFlight--
           if (settled) return
           settled = true
           timer.cancel()
           resolve(value)
         },
         (err: unknown) => {
+          this.#inFlight--
           if (settled) return
           settled = true
           timer.cancel()
@@ -98,6 +131,14 @@ export class CallRunner {
         },
       )
     })
+  }
+
+  // What a call that was never started waited behind.
+  #behind(key: string): string {
+    for (const call of this.#stalled) {
+      if (call.key === key) return `behind ${call.syscall} ${call.path}, blocked for ${this.#clock.now() - call.since} ms on the filesystem at ${key}`
+    }
+    return `behind a call blocked on the filesystem at ${key}`
   }
 
   #refusal(syscall: string, path: string, key: string): HostError | undefined {

@@ -12,63 +12,28 @@
  * which makes them one after another, synchronously, and sends the answers back in a few messages.
  * One worker runs at a time, so the main thread keeps a core to itself on a two-core machine.
  *
- * A call that blocks (a dead NFS server) must not hold the calls queued behind it: each batch has a
- * short watchdog (`stallMs`). When it fires, the calls the worker has not started are taken back
- * (each call is claimed through shared memory, by the worker before it starts it or by the main
- * thread when it takes it back, never both) and go to another worker, started if need be, up to
- * `maxWorkers`. The blocked worker joins the others again if its call ever returns. The deadline of
- * the call itself (ETIMEDOUT) is the CallRunner's, as for every other call.
+ * One hung filesystem must hold up only its own calls:
+ * - a call that blocks must not hold the calls queued behind it: each batch has a short watchdog
+ *   (`stallMs`). When it fires, the calls the worker has not started are taken back (each call is
+ *   claimed through shared memory, by the worker before it starts it or by the main thread when it
+ *   takes it back, never both) and go to another worker, started if need be, up to `maxWorkers`;
+ * - nor the calls it finished before it: the worker keeps each answer, serialized, in a shared arena
+ *   before it marks the call answered, and the watchdog delivers those answers from there. (Sending
+ *   each answer in a message of its own did the same at twice the cost per call on the main thread.)
+ * - calls on the blocked call's filesystem (the caller's key, see {@link CallContext}) then wait in
+ *   that filesystem's lane until it returns, instead of blocking one new worker each; their
+ *   deadline takes them back unmade. Every other filesystem keeps flowing.
+ * The blocked worker joins the others again if its call ever returns. The deadline of the call
+ * itself (ETIMEDOUT) is the CallRunner's, as for every other call.
  */
 import { createRequire } from 'node:module'
+import { deserialize } from 'node:v8'
 import { type ResourceLimits, Worker } from 'node:worker_threads'
+import type { CallContext } from './call-runner.js'
+import type { IoFailure, IoOp } from './io-worker-source.js'
+import { ARENA_BYTES, KEPT, STARTED, TAKEN_BACK, WAITING, WORKER_SOURCE } from './io-worker-source.js'
 
-/** A call the worker makes; the answer's shape is given with each. */
-export type IoOp =
-  /** → FileFields, or null when missing (ENOENT). */
-  | readonly ['lstat' | 'stat', path: string]
-  /** → undefined. */
-  | readonly ['mkdir', path: string, mode: number]
-  /** → true when `path` itself was made, false when it existed. */
-  | readonly ['mkdirp', path: string, mode: number]
-  /** → undefined. `remove` is unlink(2), then rmdir(2) when it is a directory (EISDIR). */
-  | readonly ['rmdir' | 'unlink' | 'remove', path: string]
-  /** The whole file → Uint8Array, or string when `utf8`. */
-  | readonly ['readFile', path: string, utf8: boolean]
-  /** → undefined. */
-  | readonly ['writeFile', path: string, data: Uint8Array | string, mode: number]
-  /** Appends (O_APPEND|O_CREAT, 0600), then fdatasync(2) when `sync`. → undefined. */
-  | readonly ['append', path: string, data: Uint8Array | string, sync: boolean]
-  /** → SysResult. */
-  | readonly ['mount', source: string | null, target: string, fstype: string | null, flags: number, data: string | null]
-  /** → SysResult. */
-  | readonly ['umount2', target: string, flags: number]
-  /** statx(AT_FDCWD, path, flags, mask) → SysResult with the filled `struct statx` as `buf`. */
-  | readonly ['statx', path: string, flags: number, mask: number]
-  /**
-   * Per path in order: statx(path, flags, mask), skipped when missing; a mount root (`mountRoot` in
-   * stx_attributes) stops with EBUSY; else unlink(2), rmdir(2) when a directory, skipped when
-   * missing. → {@link RemoveUnmounted}.
-   */
-  | readonly ['removeUnmounted', paths: readonly string[], flags: number, mask: number, mountRoot: number]
-
-/**
- * Where `removeUnmounted` stopped: at `paths.length` when every path is done; else at the path that
- * ended it, with the errno and call that failed (EBUSY from `statx`: a mount point), or errno 0
- * when this kernel's statx cannot tell a mount root.
- */
-export type RemoveUnmounted = readonly [stoppedAt: number, errno: number, syscall: string]
-
-/** A file's fields as the worker sends them: mode (with the type bits), uid, gid, size, dev, ino, mtimeMs, rdev. */
-export type FileFields = readonly [number, number, number, number, number, number, number, number]
-
-/** How a call failed in the worker: what node:fs or koffi said. */
-export interface IoFailure {
-  readonly code: string
-  readonly errno?: number
-  /** The call that failed (`rmdir` for a `remove` of a directory). */
-  readonly syscall?: string
-  readonly message: string
-}
+export type { FileFields, IoFailure, IoOp, RemoveUnmounted } from './io-worker-source.js'
 
 export interface IoWorkersOptions {
   /** Workers at most, blocked ones included. */
@@ -85,21 +50,31 @@ interface Pending {
   readonly op: IoOp
   readonly resolve: (value: unknown) => void
   readonly reject: (err: unknown) => void
+  readonly call: CallContext | undefined
+  /** The batch it was sent in and its index there, while a worker may make it. */
+  batch: Batch | undefined
+  index: number
 }
 
 interface Batch {
   readonly id: number
   readonly items: readonly Pending[]
-  /** Per call: 0 waiting, 1 started by the worker, 2 taken back by the main thread, 3 answered. */
+  /** Per call, its state (io-worker-source.ts). */
   readonly claims: Int32Array
+  /** Per call, where its answer is in the arena: offset, length. */
+  readonly spans: Int32Array
   timer?: ReturnType<typeof setTimeout>
 }
 
 interface Slot {
   readonly worker: Worker
+  /** The worker's arena (answers of the running batch). */
+  readonly arena: Uint8Array
   batch?: Batch
   /** Its batch ran past `stallMs`: it no longer counts as the running worker. */
   stalled: boolean
+  /** The filesystem of the call it is blocked in (while stalled; undefined when the caller gave none). */
+  blockedKey?: string
   /** It has answered a call: it started. */
   answered: boolean
 }
@@ -107,15 +82,13 @@ interface Slot {
 /** [index of the first answer, answers, last message of the batch]; an answer is [0, value], [1, failure] or 0 (taken back). */
 type Reply = readonly [id: number, from: number, answers: readonly (readonly [0, unknown] | readonly [1, IoFailure] | 0)[], done: boolean]
 
-const WAITING = 0
-const STARTED = 1
-const TAKEN_BACK = 2
-
 /** Runs {@link IoOp}s on worker threads, in batches. Workers start on the first call. */
 export class IoWorkers {
   readonly #options: Required<IoWorkersOptions>
   readonly #slots: Slot[] = []
   #queue: Pending[] = []
+  /** Calls on a filesystem with a call blocked, by its key: they wait for it to return. */
+  readonly #held = new Map<string, Pending[]>()
   #scheduled = false
   #nextId = 0
 
@@ -123,10 +96,16 @@ export class IoWorkers {
     this.#options = { batchSize: 256, resourceLimits: {}, ...options }
   }
 
-  /** Makes `op` in a worker; resolves with its answer, rejects with an {@link IoFailure} or the worker's error. */
-  run<T>(op: IoOp): Promise<T> {
+  /**
+   * Makes `op` in a worker; resolves with its answer, rejects with an {@link IoFailure} or the
+   * worker's error. With `call`, the call waits while another on its filesystem (`call.key`) is
+   * blocked, and `call.cancel` is set: it takes the call back while no worker has started it.
+   */
+  run<T>(op: IoOp, call?: CallContext): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      this.#queue.push({ op, resolve: resolve as (value: unknown) => void, reject })
+      const item: Pending = { op, resolve: resolve as (value: unknown) => void, reject, call, batch: undefined, index: 0 }
+      if (call) call.cancel = () => this.#cancel(item)
+      this.#queue.push(item)
       if (!this.#scheduled) {
         this.#scheduled = true
         setImmediate(() => {
@@ -142,6 +121,11 @@ export class IoWorkers {
     return { started: this.#slots.length, stalled: this.#slots.filter((s) => s.stalled).length }
   }
 
+  /** The filesystems with a call blocked in a worker past `stallMs` (their calls wait). */
+  get blockedKeys(): readonly string[] {
+    return [...new Set(this.#slots.flatMap((s) => (s.stalled && s.blockedKey !== undefined ? [s.blockedKey] : [])))]
+  }
+
   /** Stops the idle workers (a blocked one cannot be stopped). New calls start workers again. */
   close(): void {
     for (const slot of [...this.#slots]) {
@@ -150,6 +134,7 @@ export class IoWorkers {
   }
 
   #dispatch(): void {
+    if (this.#slots.some((s) => s.blockedKey !== undefined)) this.#holdBlocked()
     while (this.#queue.length > 0) {
       let slot: Slot | undefined
       try {
@@ -166,6 +151,53 @@ export class IoWorkers {
     }
   }
 
+  // Moves the queued calls on a blocked filesystem to its lane.
+  #holdBlocked(): void {
+    const blocked = new Set(this.blockedKeys)
+    if (blocked.size === 0) return
+    const go: Pending[] = []
+    for (const item of this.#queue) {
+      const key = item.call?.key
+      if (key === undefined || !blocked.has(key)) go.push(item)
+      else {
+        const lane = this.#held.get(key)
+        if (lane) lane.push(item)
+        else this.#held.set(key, [item])
+      }
+    }
+    this.#queue = go
+  }
+
+  // `key` is no longer blocked (its call returned, or it was named again): its lane goes first.
+  #release(key: string | undefined): void {
+    if (key === undefined || this.blockedKeys.includes(key)) return
+    const lane = this.#held.get(key)
+    if (!lane) return
+    this.#held.delete(key)
+    this.#queue = [...lane, ...this.#queue]
+  }
+
+  // The deadline of a call not started: taken back, wherever it waits. False once a worker has it.
+  #cancel(item: Pending): boolean {
+    const taken = new Error('taken back unmade at its deadline')
+    if (item.batch) {
+      if (Atomics.compareExchange(item.batch.claims, item.index, WAITING, TAKEN_BACK) !== WAITING) return false
+      item.batch = undefined
+      item.reject(taken)
+      return true
+    }
+    const lane = item.call ? this.#held.get(item.call.key) : undefined
+    for (const list of lane ? [this.#queue, lane] : [this.#queue]) {
+      const at = list.indexOf(item)
+      if (at >= 0) {
+        list.splice(at, 1)
+        item.reject(taken)
+        return true
+      }
+    }
+    return false
+  }
+
   // The worker to send the next batch to: none while one runs; else an idle one, or a new one when
   // every worker is blocked (or there is none yet).
   #freeSlot(): Slot | undefined {
@@ -179,10 +211,11 @@ export class IoWorkers {
   }
 
   #start(): Slot {
+    const arena = new SharedArrayBuffer(ARENA_BYTES)
     // No --require or other flags of the process: the worker runs only the source below.
-    const worker = new Worker(WORKER_SOURCE, { eval: true, execArgv: [], workerData: { koffi: koffiPath() }, resourceLimits: this.#options.resourceLimits })
+    const worker = new Worker(WORKER_SOURCE, { eval: true, execArgv: [], workerData: { koffi: koffiPath(), arena }, resourceLimits: this.#options.resourceLimits })
     worker.unref()
-    const slot: Slot = { worker, stalled: false, answered: false }
+    const slot: Slot = { worker, arena: new Uint8Array(arena), stalled: false, answered: false }
     worker.on('message', (reply: Reply) => this.#answer(slot, reply))
     worker.on('error', (err: unknown) => this.#drop(slot, err))
     worker.on('exit', (code: number) => this.#drop(slot, new Error(`the I/O worker exited (code ${code})`)))
@@ -191,33 +224,72 @@ export class IoWorkers {
   }
 
   #send(slot: Slot, items: readonly Pending[]): void {
-    const batch: Batch = { id: this.#nextId++, items, claims: new Int32Array(new SharedArrayBuffer(4 * items.length)) }
+    const shared = new SharedArrayBuffer(12 * items.length)
+    const batch: Batch = { id: this.#nextId++, items, claims: new Int32Array(shared, 0, items.length), spans: new Int32Array(shared, 4 * items.length) }
+    for (let i = 0; i < items.length; i++) {
+      const item = items[i] as Pending
+      item.batch = batch
+      item.index = i
+    }
     slot.batch = batch
     slot.worker.ref()
     batch.timer = setTimeout(() => this.#stall(slot, batch), this.#options.stallMs)
     batch.timer.unref?.()
-    slot.worker.postMessage({ id: batch.id, ops: items.map((item) => item.op), claims: batch.claims })
+    slot.worker.postMessage({ id: batch.id, ops: items.map((item) => item.op), claims: batch.claims, spans: batch.spans })
   }
 
-  // The batch is taking long: its calls not yet started go to another worker.
+  // The batch is taking long: the answers it has are delivered, its calls not yet started go to
+  // another worker, and its filesystem's calls wait.
   #stall(slot: Slot, batch: Batch): void {
     if (slot.batch !== batch) return
     // Blocked means a call started and not answered. A worker that has started none is still
     // receiving the batch (a large file's data) or waiting for a CPU: it is given more time.
-    let started = false
-    for (let i = 0; i < batch.items.length && !started; i++) started = Atomics.load(batch.claims, i) === STARTED
-    if (!started) {
+    let blockedAt = -1
+    for (let i = 0; i < batch.items.length && blockedAt < 0; i++) if (Atomics.load(batch.claims, i) === STARTED) blockedAt = i
+    this.#deliverKept(slot, batch)
+    if (blockedAt < 0) {
       batch.timer = setTimeout(() => this.#stall(slot, batch), this.#options.stallMs)
       batch.timer.unref?.()
       return
     }
     slot.stalled = true
+    const blocked = batch.items[blockedAt] as Pending
+    slot.blockedKey = blocked.call?.key
     const back: Pending[] = []
     for (let i = 0; i < batch.items.length; i++) {
-      if (Atomics.compareExchange(batch.claims, i, WAITING, TAKEN_BACK) === WAITING) back.push(batch.items[i] as Pending)
+      if (Atomics.compareExchange(batch.claims, i, WAITING, TAKEN_BACK) === WAITING) {
+        const item = batch.items[i] as Pending
+        item.batch = undefined
+        back.push(item)
+      }
     }
     if (back.length > 0) this.#queue = [...back, ...this.#queue]
+    // The key may come from a mount table older than the filesystem the call is on.
+    blocked.call?.refineKey?.().then(
+      (key) => {
+        if (slot.batch !== batch || slot.blockedKey === key) return
+        const before = slot.blockedKey
+        slot.blockedKey = key
+        this.#release(before)
+        this.#dispatch()
+      },
+      () => undefined,
+    )
     this.#dispatch()
+  }
+
+  // Answers the worker has made and kept in its arena, delivered without waiting for its message.
+  #deliverKept(slot: Slot, batch: Batch): void {
+    for (let i = 0; i < batch.items.length; i++) {
+      if (Atomics.load(batch.claims, i) !== KEPT) continue
+      const item = batch.items[i] as Pending
+      if (item.batch !== batch) continue
+      item.batch = undefined
+      const at = batch.spans[2 * i] as number
+      const answer = deserialize(Buffer.from(slot.arena.subarray(at, at + (batch.spans[2 * i + 1] as number)))) as readonly [0 | 1, unknown]
+      if (answer[0] === 0) item.resolve(answer[1])
+      else item.reject(answer[1])
+    }
   }
 
   #answer(slot: Slot, [id, from, answers, done]: Reply): void {
@@ -228,6 +300,9 @@ export class IoWorkers {
       const answer = answers[i]
       if (answer === 0 || answer === undefined) continue
       const item = batch.items[from + i] as Pending
+      // Delivered from the arena already.
+      if (item.batch !== batch) continue
+      item.batch = undefined
       if (answer[0] === 0) item.resolve(answer[1])
       else item.reject(answer[1])
     }
@@ -235,6 +310,9 @@ export class IoWorkers {
     clearTimeout(batch.timer)
     slot.batch = undefined
     slot.stalled = false
+    const key = slot.blockedKey
+    slot.blockedKey = undefined
+    this.#release(key)
     slot.worker.unref()
     // Back to one worker once nothing is blocked.
     if (this.#slots.length > 1 && this.#slots.every((s) => !s.stalled)) {
@@ -250,28 +328,36 @@ export class IoWorkers {
     this.#slots.splice(index, 1)
     const batch = slot.batch
     slot.batch = undefined
+    const key = slot.blockedKey
+    slot.blockedKey = undefined
+    this.#release(key)
     // A worker that ended before it made any call (it could not start: no memory, no thread) fails
     // the calls it held: sent to another worker they would meet the same end, in a loop.
     const started = slot.answered || (batch !== undefined && batch.claims.some((claim) => claim !== WAITING))
-    if (batch && err !== undefined && !started) {
+    if (batch) {
       clearTimeout(batch.timer)
+      this.#deliverKept(slot, batch)
+    }
+    if (batch && err !== undefined && !started) {
       const failure = new Error(`the I/O worker ended before making a call: ${err instanceof Error ? err.message : String(err)}`, { cause: err })
       for (let i = 0; i < batch.items.length; i++) {
         if (Atomics.compareExchange(batch.claims, i, WAITING, TAKEN_BACK) === WAITING) (batch.items[i] as Pending).reject(failure)
       }
     } else if (batch) {
-      clearTimeout(batch.timer)
       for (let i = 0; i < batch.items.length; i++) {
+        const item = batch.items[i] as Pending
         // Still waiting: it runs elsewhere. Started: it went down with the worker (rejecting one
         // that was answered already changes nothing).
-        if (Atomics.compareExchange(batch.claims, i, WAITING, TAKEN_BACK) === WAITING) this.#queue.push(batch.items[i] as Pending)
-        else if (Atomics.load(batch.claims, i) !== TAKEN_BACK) (batch.items[i] as Pending).reject(err ?? new Error('the I/O worker was stopped'))
+        if (Atomics.compareExchange(batch.claims, i, WAITING, TAKEN_BACK) === WAITING) {
+          item.batch = undefined
+          this.#queue.push(item)
+        } else if (Atomics.load(batch.claims, i) !== TAKEN_BACK) item.reject(err ?? new Error('the I/O worker was stopped'))
       }
     }
     slot.worker.removeAllListeners()
     slot.worker.on('error', () => undefined)
     if (err === undefined) void slot.worker.terminate()
-    if (this.#queue.length > 0) this.#dispatch()
+    if (this.#queue.length > 0 || this.#held.size > 0) this.#dispatch()
   }
 }
 
@@ -280,116 +366,3 @@ function koffiPath(): string {
   resolvedKoffi ??= createRequire(import.meta.url).resolve('koffi')
   return resolvedKoffi
 }
-
-// The worker, as CommonJS source (evaluated by `new Worker(..., { eval: true })`, so it needs no
-// file of its own next to the compiled code). It loads koffi only for the first libc call, as the
-// main thread does: file calls work where the FFI library cannot load. A started call is marked 1
-// in `claims` and, once answered, 3; a call marked 2 was taken back and is skipped. Answers go back
-// every millisecond or so and at the end of the batch.
-const WORKER_SOURCE = `
-'use strict'
-const { parentPort, workerData } = require('node:worker_threads')
-const fs = require('node:fs')
-let lib
-function libc() {
-  if (lib) return lib
-  const koffi = require(workerData.koffi)
-  const c = koffi.load('libc.so.6')
-  lib = {
-    koffi,
-    mount: c.func('mount', 'int', ['const char *', 'const char *', 'const char *', 'unsigned long', 'const char *']),
-    umount2: c.func('umount2', 'int', ['const char *', 'int']),
-    statx: c.func('statx', 'int', ['int', 'const char *', 'int', 'unsigned int', 'void *']),
-  }
-  return lib
-}
-function result(ret) {
-  return { ret, errno: ret < 0 ? lib.koffi.errno() : 0 }
-}
-function fields(s) {
-  return s === undefined ? null : [s.mode, s.uid, s.gid, s.size, s.dev, s.ino, s.mtimeMs, s.rdev]
-}
-const AT_FDCWD = -100
-const { ENOENT, EBUSY } = require('node:os').constants.errno
-const calls = {
-  lstat: (p) => fields(fs.lstatSync(p, { throwIfNoEntry: false })),
-  stat: (p) => fields(fs.statSync(p, { throwIfNoEntry: false })),
-  mkdir: (p, mode) => { fs.mkdirSync(p, { mode }) },
-  mkdirp: (p, mode) => fs.mkdirSync(p, { mode, recursive: true }) !== undefined,
-  rmdir: (p) => { fs.rmdirSync(p) },
-  unlink: (p) => { fs.unlinkSync(p) },
-  remove: (p) => {
-    try {
-      fs.unlinkSync(p)
-    } catch (err) {
-      if (err.code !== 'EISDIR') throw err
-      fs.rmdirSync(p)
-    }
-  },
-  readFile: (p, utf8) => (utf8 ? fs.readFileSync(p, 'utf8') : fs.readFileSync(p)),
-  writeFile: (p, data, mode) => { fs.writeFileSync(p, data, { mode }) },
-  append: (p, data, sync) => {
-    const fd = fs.openSync(p, 'a', 0o600)
-    try {
-      fs.writeSync(fd, data)
-      if (sync) fs.fdatasyncSync(fd)
-    } finally {
-      fs.closeSync(fd)
-    }
-  },
-  mount: (source, target, fstype, flags, data) => result(libc().mount(source, target, fstype, flags, data)),
-  umount2: (target, flags) => result(libc().umount2(target, flags)),
-  statx: (p, flags, mask) => {
-    const buf = new Uint8Array(256)
-    const r = result(libc().statx(AT_FDCWD, p, flags, mask, buf))
-    return r.ret < 0 ? r : { ret: r.ret, errno: 0, buf }
-  },
-  removeUnmounted: (paths, flags, mask, mountRoot) => {
-    const buf = new Uint8Array(256)
-    const view = new DataView(buf.buffer)
-    for (let i = 0; i < paths.length; i++) {
-      const r = result(libc().statx(AT_FDCWD, paths[i], flags, mask, buf))
-      if (r.ret < 0) {
-        if (r.errno === ENOENT) continue
-        return [i, r.errno, 'statx']
-      }
-      // stx_attributes_mask and stx_attributes, low words (the mount-root bit is below 2^32).
-      if ((view.getUint32(56, true) & mountRoot) === 0) return [i, 0, '']
-      if ((view.getUint32(8, true) & mountRoot) !== 0) return [i, EBUSY, 'statx']
-      try {
-        calls.remove(paths[i])
-      } catch (err) {
-        if (err.code === 'ENOENT') continue
-        return [i, Math.abs(err.errno), err.syscall]
-      }
-    }
-    return [paths.length, 0, '']
-  },
-}
-parentPort.on('message', ({ id, ops, claims }) => {
-  let from = 0
-  let answers = []
-  let sent = performance.now()
-  for (let i = 0; i < ops.length; i++) {
-    if (Atomics.compareExchange(claims, i, 0, 1) !== 0) {
-      answers.push(0)
-      continue
-    }
-    const [name, ...args] = ops[i]
-    try {
-      answers.push([0, calls[name](...args)])
-    } catch (err) {
-      answers.push([1, { code: typeof err?.code === 'string' ? err.code : 'EIO', errno: err?.errno, syscall: err?.syscall, message: String(err?.message ?? err) }])
-    }
-    Atomics.store(claims, i, 3)
-    const now = performance.now()
-    if (now - sent >= 1 && i < ops.length - 1) {
-      parentPort.postMessage([id, from, answers, false])
-      from = i + 1
-      answers = []
-      sent = now
-    }
-  }
-  parentPort.postMessage([id, from, answers, true])
-})
-`

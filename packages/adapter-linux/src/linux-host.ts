@@ -31,6 +31,7 @@ import type { StalledCall } from './call-runner.js'
 import { CallRunner } from './call-runner.js'
 import * as c from './constants.js'
 import { spawnTools } from './exec.js'
+import { exitNow } from './exit-now.js'
 import { toFileInfo } from './file-info.js'
 import type { FileFields, IoFailure, RemoveUnmounted } from './io-workers.js'
 import { IoWorkers } from './io-workers.js'
@@ -100,7 +101,7 @@ export class LinuxHost implements Host {
       },
     })
     this.#table = new MountTable(libc, '/proc/self/mountinfo', () =>
-      this.#sys.fs('read', '/proc/self/mountinfo', () => this.#io.run<string>(['readFile', '/proc/self/mountinfo', true]), { key: '/proc' }),
+      this.#sys.fs('read', '/proc/self/mountinfo', (call) => this.#io.run<string>(['readFile', '/proc/self/mountinfo', true], call), { key: '/proc' }),
     )
     const sys = this.#sys
     if (capabilities.loopDevices) (this as { loopDevices?: LoopDevices }).loopDevices = createLoopDevices(sys)
@@ -127,6 +128,22 @@ export class LinuxHost implements Host {
     return this.#runner.stalled()
   }
 
+  /**
+   * Calls started and not returned yet, stalled ones included. While there is one, node's own exit
+   * may wait for it forever (it joins the thread making it): end the process with {@link exitNow}.
+   */
+  callsInFlight(): number {
+    return this.#runner.inFlight
+  }
+
+  /**
+   * Ends the process at once with `code` (_exit(2)): node's exit joins every thread, and one blocked
+   * in the kernel on a hung filesystem never returns. No exit handler runs; mounts stay as they are.
+   */
+  exitNow(code: number): never {
+    return exitNow(code)
+  }
+
   /** How many times the mount table was read from the kernel (the snapshot is reused otherwise). */
   get mountTableReads(): number {
     return this.#table.reads
@@ -141,17 +158,17 @@ export class LinuxHost implements Host {
   // ---- files ----
 
   lstat(path: string): Promise<FileInfo | null> {
-    return this.#sys.fs('lstat', path, () => this.#io.run<FileFields | null>(['lstat', path])).then((fields) => fields && toFileInfo(fields))
+    return this.#sys.fs('lstat', path, (call) => this.#io.run<FileFields | null>(['lstat', path], call)).then((fields) => fields && toFileInfo(fields))
   }
 
   stat(path: string): Promise<FileInfo | null> {
-    return this.#sys.fs('stat', path, () => this.#io.run<FileFields | null>(['stat', path])).then((fields) => fields && toFileInfo(fields))
+    return this.#sys.fs('stat', path, (call) => this.#io.run<FileFields | null>(['stat', path], call)).then((fields) => fields && toFileInfo(fields))
   }
 
   async mkdir(path: string, options?: { readonly recursive?: boolean; readonly mode?: number }): Promise<void> {
     const mode = options?.mode ?? 0o777
     if (options?.recursive !== true) {
-      await this.#sys.fs('mkdir', path, () => this.#io.run(['mkdir', path, mode]))
+      await this.#sys.fs('mkdir', path, (call) => this.#io.run(['mkdir', path, mode], call))
       return
     }
     await this.#mkdirAll(posix.resolve(path), mode)
@@ -168,7 +185,7 @@ export class LinuxHost implements Host {
   #mkdirAll(path: string, mode: number): Promise<boolean> {
     const running = this.#making.get(path)
     if (running) return running
-    const making = this.#sys.fs('mkdir', path, () => this.#io.run<boolean>(['mkdirp', path, mode])).finally(() => this.#making.delete(path))
+    const making = this.#sys.fs('mkdir', path, (call) => this.#io.run<boolean>(['mkdirp', path, mode], call)).finally(() => this.#making.delete(path))
     this.#making.set(path, making)
     return making
   }
@@ -179,7 +196,7 @@ export class LinuxHost implements Host {
   }
 
   readFile(path: string): Promise<Uint8Array> {
-    return this.#sys.fs('read', path, () => this.#io.run<Uint8Array>(['readFile', path, false]))
+    return this.#sys.fs('read', path, (call) => this.#io.run<Uint8Array>(['readFile', path, false], call))
   }
 
   async writeFile(path: string, data: Uint8Array | string, options?: { readonly mode?: number }): Promise<void> {
@@ -187,7 +204,7 @@ export class LinuxHost implements Host {
     // A large file (a disk image) is written by node:fs from the caller's buffer: sent to the
     // worker, its data would be copied first.
     if (data.length > LARGE_WRITE) await this.#sys.fs('write', path, () => writeFile(path, data, { mode }))
-    else await this.#sys.fs('write', path, () => this.#io.run(['writeFile', path, data, mode]))
+    else await this.#sys.fs('write', path, (call) => this.#io.run(['writeFile', path, data, mode], call))
   }
 
   async rename(from: string, to: string): Promise<void> {
@@ -204,8 +221,8 @@ export class LinuxHost implements Host {
 
   async remove(path: string): Promise<void> {
     // unlink(2) of a directory is EISDIR on Linux: then it is rmdir (EBUSY on a mount point, ENOTEMPTY).
-    await this.#sys.fs('unlink', path, () =>
-      this.#io.run(['remove', path]).catch((err: IoFailure) => {
+    await this.#sys.fs('unlink', path, (call) =>
+      this.#io.run(['remove', path], call).catch((err: IoFailure) => {
         throw err.syscall === 'rmdir' ? toHostError(err, 'rmdir', path) : err
       }),
     )
@@ -224,8 +241,8 @@ export class LinuxHost implements Host {
     const last = this.#table.lastTargets()
     let from = 0
     if (!(last?.current && normalized.some((p) => last.targets.has(p)))) {
-      const [stoppedAt, errno, syscall] = await this.#sys.fs('unlink', first, () =>
-        this.#io.run<RemoveUnmounted>(['removeUnmounted', normalized, c.AT_SYMLINK_NOFOLLOW | c.AT_STATX_DONT_SYNC, c.STATX_TYPE, c.STATX_ATTR_MOUNT_ROOT]),
+      const [stoppedAt, errno, syscall] = await this.#sys.fs('unlink', first, (call) =>
+        this.#io.run<RemoveUnmounted>(['removeUnmounted', normalized, c.AT_SYMLINK_NOFOLLOW | c.AT_STATX_DONT_SYNC, c.STATX_TYPE, c.STATX_ATTR_MOUNT_ROOT], call),
       )
       const path = paths[stoppedAt]
       if (path === undefined) return
@@ -241,8 +258,8 @@ export class LinuxHost implements Host {
       {
         lstat: (p) => this.lstat(p),
         readdir: (p) => this.#sys.fs('readdir', p, () => readdir(p)),
-        rmdir: (p) => this.#sys.fs('rmdir', p, () => this.#io.run(['rmdir', p])),
-        unlink: (p) => this.#sys.fs('unlink', p, () => this.#io.run(['unlink', p])),
+        rmdir: (p) => this.#sys.fs('rmdir', p, (call) => this.#io.run(['rmdir', p], call)),
+        unlink: (p) => this.#sys.fs('unlink', p, (call) => this.#io.run(['unlink', p], call)),
         canonical: (p) => this.#canonical(p),
         mounts: () => this.mounts(),
       },
@@ -265,7 +282,7 @@ export class LinuxHost implements Host {
 
   /** Appends (O_APPEND|O_CREAT, mode 0600); with `sync`, returns once the data is on stable storage (fdatasync). */
   async appendFile(path: string, data: Uint8Array | string, options?: { readonly sync?: boolean }): Promise<void> {
-    await this.#sys.fs('append', path, () => this.#io.run(['append', path, data, options?.sync === true]))
+    await this.#sys.fs('append', path, (call) => this.#io.run(['append', path, data, options?.sync === true], call))
   }
 
   /** fsync(2) of a file: its data and metadata on stable storage. */
@@ -315,7 +332,7 @@ export class LinuxHost implements Host {
   async unmount(target: string, options?: UnmountOptions): Promise<void> {
     const flags = (options?.lazy ? c.MNT_DETACH : 0) | (options?.noFollow === false ? 0 : c.UMOUNT_NOFOLLOW)
     try {
-      await this.#sys.call('umount', target, () => this.#io.run(['umount2', target, flags]))
+      await this.#sys.call('umount', target, (_, call) => this.#io.run(['umount2', target, flags], call))
     } finally {
       this.#table.invalidate()
     }
@@ -347,8 +364,8 @@ export class LinuxHost implements Host {
       if (!last.current) last = { targets: await this.#table.targets(), current: true }
       if (last.targets.has(normalized)) return true
     }
-    const { ret, errno, buf } = (await this.#sys.raw('statx', normalized, () =>
-      this.#io.run<SysResult>(['statx', normalized, c.AT_SYMLINK_NOFOLLOW | c.AT_STATX_DONT_SYNC, c.STATX_TYPE]),
+    const { ret, errno, buf } = (await this.#sys.raw('statx', normalized, (_, call) =>
+      this.#io.run<SysResult>(['statx', normalized, c.AT_SYMLINK_NOFOLLOW | c.AT_STATX_DONT_SYNC, c.STATX_TYPE], call),
     )) as SysResult & { readonly buf?: Uint8Array }
     if (ret < 0) {
       if (errno === osErrno.ENOENT) throw new HostError('ENOENT', 'isMountPoint', path, 'no such file or directory')
@@ -393,7 +410,7 @@ export class LinuxHost implements Host {
     let flags = call.flags
     if (call.keepLockedFlags) flags |= lockedFlags(Number((await this.#statfs(call.target)).f_flags ?? 0))
     const planned = { ...call, flags }
-    await this.#sys.call('mount', call.target, () => this.#io.run(['mount', planned.source, planned.target, planned.fstype, planned.flags, planned.data]), {
+    await this.#sys.call('mount', call.target, (_, ctx) => this.#io.run(['mount', planned.source, planned.target, planned.fstype, planned.flags, planned.data], ctx), {
       key,
       detail: describeMountCall(planned),
     })
@@ -411,7 +428,7 @@ export class LinuxHost implements Host {
   }
 
   async #detach(target: string): Promise<void> {
-    await this.#sys.call('umount', target, () => this.#io.run(['umount2', target, c.MNT_DETACH | c.UMOUNT_NOFOLLOW])).catch(() => undefined)
+    await this.#sys.call('umount', target, (_, call) => this.#io.run(['umount2', target, c.MNT_DETACH | c.UMOUNT_NOFOLLOW], call)).catch(() => undefined)
   }
 
   // `path` with its parent directory resolved; the last component is not followed.

@@ -4,7 +4,7 @@
  * Failures become HostErrors carrying the call and the path.
  */
 import { HostError } from '@kubevol/core'
-import type { CallRunner } from './call-runner.js'
+import type { CallContext, CallRunner } from './call-runner.js'
 import { errnoError, toHostError } from './errno.js'
 import type { Libc, SysResult } from './libc.js'
 
@@ -18,11 +18,14 @@ export interface SysCallOptions {
 /** What the host's parts use to reach the kernel. */
 export interface Sys {
   /** A libc call; resolves with its non-negative return value, rejects with a HostError from errno. */
-  call(syscall: string, path: string, run: (libc: Libc) => Promise<SysResult>, options?: SysCallOptions): Promise<number>
+  call(syscall: string, path: string, run: (libc: Libc, call: CallContext) => Promise<SysResult>, options?: SysCallOptions): Promise<number>
   /** A libc call whose failure the caller inspects itself (errno), still under the deadline. */
-  raw(syscall: string, path: string, run: (libc: Libc) => Promise<SysResult>, options?: SysCallOptions): Promise<SysResult>
-  /** A node:fs call; its error mapped to a HostError. */
-  fs<T>(syscall: string, path: string, run: () => Promise<T>, options?: SysCallOptions): Promise<T>
+  raw(syscall: string, path: string, run: (libc: Libc, call: CallContext) => Promise<SysResult>, options?: SysCallOptions): Promise<SysResult>
+  /**
+   * A node:fs call (or an I/O-worker call, given `call` so that it is queued in its filesystem's
+   * lane and can be taken back at the deadline); its error mapped to a HostError.
+   */
+  fs<T>(syscall: string, path: string, run: (call: CallContext) => Promise<T>, options?: SysCallOptions): Promise<T>
   /** The bindings, loaded on first use (for synchronous, non-blocking calls). */
   libc(): Libc
 }
@@ -46,15 +49,15 @@ export function createSys(runner: CallRunner, loadLibc: () => Libc, keys: Filesy
   return {
     libc: loadLibc,
     raw(syscall, path, run, options = {}) {
-      return runner.run(syscall, path, options.key ?? keys.keyOf(path), async () => run(load(syscall, path)), refine(path, options))
+      return runner.run(syscall, path, options.key ?? keys.keyOf(path), async (ctx) => run(load(syscall, path), ctx), refine(path, options))
     },
     call(syscall, path, run, options = {}) {
       return runner.run(
         syscall,
         path,
         options.key ?? keys.keyOf(path),
-        async () => {
-          const { ret, errno } = await run(load(syscall, path))
+        async (ctx) => {
+          const { ret, errno } = await run(load(syscall, path), ctx)
           if (ret < 0) throw errnoError(errno, syscall, path, options.detail)
           return ret
         },
@@ -66,8 +69,8 @@ export function createSys(runner: CallRunner, loadLibc: () => Libc, keys: Filesy
         syscall,
         path,
         options.key ?? keys.keyOf(path),
-        () =>
-          run().catch((err: unknown) => {
+        (ctx) =>
+          run(ctx).catch((err: unknown) => {
             throw toHostError(err, syscall, path)
           }),
         refine(path, options),

@@ -1,0 +1,218 @@
+/**
+ * The I/O worker's own code (see io-workers.ts), and the states a call goes through, shared with
+ * the main thread in a SharedArrayBuffer: 0 waiting, 1 started, 2 taken back (skipped), 3 answered
+ * with the answer kept in the worker's arena, 4 answered with the answer only in a message.
+ */
+
+/** A call the worker makes; the answer's shape is given with each. */
+export type IoOp =
+  /** → FileFields, or null when missing (ENOENT). */
+  | readonly ['lstat' | 'stat', path: string]
+  /** → undefined. */
+  | readonly ['mkdir', path: string, mode: number]
+  /** → true when `path` itself was made, false when it existed. */
+  | readonly ['mkdirp', path: string, mode: number]
+  /** → undefined. `remove` is unlink(2), then rmdir(2) when it is a directory (EISDIR). */
+  | readonly ['rmdir' | 'unlink' | 'remove', path: string]
+  /** The whole file → Uint8Array, or string when `utf8`. */
+  | readonly ['readFile', path: string, utf8: boolean]
+  /** → undefined. */
+  | readonly ['writeFile', path: string, data: Uint8Array | string, mode: number]
+  /** Appends (O_APPEND|O_CREAT, 0600), then fdatasync(2) when `sync`. → undefined. */
+  | readonly ['append', path: string, data: Uint8Array | string, sync: boolean]
+  /** → SysResult. */
+  | readonly ['mount', source: string | null, target: string, fstype: string | null, flags: number, data: string | null]
+  /** → SysResult. */
+  | readonly ['umount2', target: string, flags: number]
+  /** statx(AT_FDCWD, path, flags, mask) → SysResult with the filled `struct statx` as `buf`. */
+  | readonly ['statx', path: string, flags: number, mask: number]
+  /**
+   * Per path in order: statx(path, flags, mask), skipped when missing; a mount root (`mountRoot` in
+   * stx_attributes) stops with EBUSY; else unlink(2), rmdir(2) when a directory, skipped when
+   * missing. → {@link RemoveUnmounted}.
+   */
+  | readonly ['removeUnmounted', paths: readonly string[], flags: number, mask: number, mountRoot: number]
+
+/**
+ * Where `removeUnmounted` stopped: at `paths.length` when every path is done; else at the path that
+ * ended it, with the errno and call that failed (EBUSY from `statx`: a mount point), or errno 0
+ * when this kernel's statx cannot tell a mount root.
+ */
+export type RemoveUnmounted = readonly [stoppedAt: number, errno: number, syscall: string]
+
+/** A file's fields as the worker sends them: mode (with the type bits), uid, gid, size, dev, ino, mtimeMs, rdev. */
+export type FileFields = readonly [number, number, number, number, number, number, number, number]
+
+/** How a call failed in the worker: what node:fs or koffi said. */
+export interface IoFailure {
+  readonly code: string
+  readonly errno?: number
+  /** The call that failed (`rmdir` for a `remove` of a directory). */
+  readonly syscall?: string
+  readonly message: string
+}
+
+/** Not started yet: the worker or the main thread may claim it. */
+export const WAITING = 0
+/** Claimed by the worker, which is making it. */
+export const STARTED = 1
+/** Claimed back by the main thread: the worker skips it. */
+export const TAKEN_BACK = 2
+/** Answered; the answer is also serialized in the worker's arena, at the call's span. */
+export const KEPT = 3
+/** Answered; the answer was too large for the arena and went out in a message at once. */
+export const POSTED = 4
+
+/** Bytes of each worker's arena: answers of one batch, readable while the worker is blocked. */
+export const ARENA_BYTES = 1 << 20
+
+/**
+ * The worker, as CommonJS source (evaluated by `new Worker(..., { eval: true })`, so it needs no
+ * file of its own next to the compiled code). It loads koffi only for the first libc call, as the
+ * main thread does: file calls work where the FFI library cannot load.
+ *
+ * Answers go back in messages every millisecond or so and at the end of the batch. Each answer is
+ * also serialized into the arena before the call is marked answered, so that when the worker then
+ * blocks in a later call the main thread can read it there: a finished call is never held by a
+ * blocked one. An answer too large for what is left of the arena is posted at once instead.
+ */
+export const WORKER_SOURCE = `
+'use strict'
+const { parentPort, workerData } = require('node:worker_threads')
+const fs = require('node:fs')
+const v8 = require('node:v8')
+const arena = new Uint8Array(workerData.arena)
+let serializer = new v8.DefaultSerializer()
+let lib
+function libc() {
+  if (lib) return lib
+  const koffi = require(workerData.koffi)
+  const c = koffi.load('libc.so.6')
+  lib = {
+    koffi,
+    mount: c.func('mount', 'int', ['const char *', 'const char *', 'const char *', 'unsigned long', 'const char *']),
+    umount2: c.func('umount2', 'int', ['const char *', 'int']),
+    statx: c.func('statx', 'int', ['int', 'const char *', 'int', 'unsigned int', 'void *']),
+  }
+  return lib
+}
+function result(ret) {
+  return { ret, errno: ret < 0 ? lib.koffi.errno() : 0 }
+}
+function fields(s) {
+  return s === undefined ? null : [s.mode, s.uid, s.gid, s.size, s.dev, s.ino, s.mtimeMs, s.rdev]
+}
+const AT_FDCWD = -100
+const { ENOENT, EBUSY } = require('node:os').constants.errno
+const calls = {
+  lstat: (p) => fields(fs.lstatSync(p, { throwIfNoEntry: false })),
+  stat: (p) => fields(fs.statSync(p, { throwIfNoEntry: false })),
+  mkdir: (p, mode) => { fs.mkdirSync(p, { mode }) },
+  mkdirp: (p, mode) => fs.mkdirSync(p, { mode, recursive: true }) !== undefined,
+  rmdir: (p) => { fs.rmdirSync(p) },
+  unlink: (p) => { fs.unlinkSync(p) },
+  remove: (p) => {
+    try {
+      fs.unlinkSync(p)
+    } catch (err) {
+      if (err.code !== 'EISDIR') throw err
+      fs.rmdirSync(p)
+    }
+  },
+  readFile: (p, utf8) => (utf8 ? fs.readFileSync(p, 'utf8') : fs.readFileSync(p)),
+  writeFile: (p, data, mode) => { fs.writeFileSync(p, data, { mode }) },
+  append: (p, data, sync) => {
+    const fd = fs.openSync(p, 'a', 0o600)
+    try {
+      fs.writeSync(fd, data)
+      if (sync) fs.fdatasyncSync(fd)
+    } finally {
+      fs.closeSync(fd)
+    }
+  },
+  mount: (source, target, fstype, flags, data) => result(libc().mount(source, target, fstype, flags, data)),
+  umount2: (target, flags) => result(libc().umount2(target, flags)),
+  statx: (p, flags, mask) => {
+    const buf = new Uint8Array(256)
+    const r = result(libc().statx(AT_FDCWD, p, flags, mask, buf))
+    return r.ret < 0 ? r : { ret: r.ret, errno: 0, buf }
+  },
+  removeUnmounted: (paths, flags, mask, mountRoot) => {
+    const buf = new Uint8Array(256)
+    const view = new DataView(buf.buffer)
+    for (let i = 0; i < paths.length; i++) {
+      const r = result(libc().statx(AT_FDCWD, paths[i], flags, mask, buf))
+      if (r.ret < 0) {
+        if (r.errno === ENOENT) continue
+        return [i, r.errno, 'statx']
+      }
+      // stx_attributes_mask and stx_attributes, low words (the mount-root bit is below 2^32).
+      if ((view.getUint32(56, true) & mountRoot) === 0) return [i, 0, '']
+      if ((view.getUint32(8, true) & mountRoot) !== 0) return [i, EBUSY, 'statx']
+      try {
+        calls.remove(paths[i])
+      } catch (err) {
+        if (err.code === 'ENOENT') continue
+        return [i, Math.abs(err.errno), err.syscall]
+      }
+    }
+    return [paths.length, 0, '']
+  },
+}
+// The answer serialized, or undefined when it cannot be kept in the room left.
+function serialize(answer, room) {
+  const value = answer[1]
+  // A whole file larger than the room is not worth serializing to find out.
+  if ((typeof value === 'string' && value.length > room) || (value instanceof Uint8Array && value.length > room)) return undefined
+  try {
+    serializer.writeHeader()
+    serializer.writeValue(answer)
+    const bytes = serializer.releaseBuffer()
+    return bytes.length <= room ? bytes : undefined
+  } catch {
+    serializer = new v8.DefaultSerializer()
+    return undefined
+  }
+}
+parentPort.on('message', ({ id, ops, claims, spans }) => {
+  let from = 0
+  let answers = []
+  let sent = performance.now()
+  let used = 0
+  for (let i = 0; i < ops.length; i++) {
+    if (Atomics.compareExchange(claims, i, ${WAITING}, ${STARTED}) !== ${WAITING}) {
+      answers.push(0)
+      continue
+    }
+    const [name, ...args] = ops[i]
+    let answer
+    try {
+      answer = [0, calls[name](...args)]
+    } catch (err) {
+      answer = [1, { code: typeof err?.code === 'string' ? err.code : 'EIO', errno: err?.errno, syscall: err?.syscall, message: String(err?.message ?? err) }]
+    }
+    answers.push(answer)
+    const bytes = serialize(answer, arena.length - used)
+    let now = performance.now()
+    if (bytes !== undefined) {
+      arena.set(bytes, used)
+      spans[2 * i] = used
+      spans[2 * i + 1] = bytes.length
+      used += bytes.length
+      // Written before the state: the main thread reads the span only after it reads ${KEPT}.
+      Atomics.store(claims, i, ${KEPT})
+    } else {
+      Atomics.store(claims, i, ${POSTED})
+      // Out now, so that a later call that blocks cannot hold it.
+      now = Number.POSITIVE_INFINITY
+    }
+    if (now - sent >= 1 && i < ops.length - 1) {
+      parentPort.postMessage([id, from, answers, false])
+      from = i + 1
+      answers = []
+      sent = performance.now()
+    }
+  }
+  parentPort.postMessage([id, from, answers, true])
+})
+`
