@@ -104,7 +104,10 @@ export class LinuxHost implements Host {
       this.#sys.fs('read', '/proc/self/mountinfo', (call) => this.#io.run<string>(['readFile', '/proc/self/mountinfo', true], call), { key: '/proc' }),
     )
     const sys = this.#sys
-    if (capabilities.loopDevices) (this as { loopDevices?: LoopDevices }).loopDevices = createLoopDevices(sys)
+    if (capabilities.loopDevices) {
+      const mountPointsOf = async (device: string) => (await this.mountsOfDevice(device)).map((entry) => entry.target)
+      ;(this as { loopDevices?: LoopDevices }).loopDevices = createLoopDevices(sys, { mountPointsOf })
+    }
     this.blockDevices = createBlockDevices(sys)
     this.filesystems = createFilesystems({
       run: spawnTools(this.#options.toolTimeoutMs, this.#options.toolEnv),

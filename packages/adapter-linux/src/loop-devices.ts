@@ -1,10 +1,11 @@
 /**
  * The `loopDevices` capability through the loop ioctls: LOOP_CTL_GET_FREE on /dev/loop-control,
  * LOOP_CONFIGURE (Linux ≥ 5.8) or LOOP_SET_FD + LOOP_SET_STATUS64 before it, LOOP_CLR_FD,
- * LOOP_SET_CAPACITY, and LOOP_GET_STATUS64 to learn which file backs a device.
+ * LOOP_SET_CAPACITY, and LOOP_GET_STATUS64 to learn which file backs a device. A device's status
+ * adds its `diskseq` from sysfs, the mount table's mounts of it and an exclusive-open probe.
  */
-import { readdir, stat } from 'node:fs/promises'
-import type { LoopDevices } from '@kubevol/core'
+import { readFile, readdir, stat } from 'node:fs/promises'
+import type { LoopDeviceStatus, LoopDevices } from '@kubevol/core'
 import { HostError } from '@kubevol/core'
 import * as c from './constants.js'
 import { errnoError } from './errno.js'
@@ -27,9 +28,16 @@ export function loopFileName(file: string): Uint8Array {
   return bytes
 }
 
+/** What the loop devices need from the rest of the host. */
+export interface LoopDeviceEnv {
+  /** Where the filesystem on `device` is mounted, from the host's mount table. */
+  mountPointsOf(device: string): Promise<readonly string[]>
+}
+
 /** The `loopDevices` capability over `sys`. */
-export function createLoopDevices(sys: Sys): LoopDevices {
+export function createLoopDevices(sys: Sys, env: LoopDeviceEnv): LoopDevices {
   const pending = new Map<string, Promise<string>>()
+  let bootId: Promise<string> | undefined
 
   async function withFd<T>(path: string, flags: number, use: (fd: number) => Promise<T>): Promise<T> {
     const fd = await sys.call('open', path, (l) => l.open(path, flags | c.O_CLOEXEC, 0))
@@ -148,6 +156,42 @@ export function createLoopDevices(sys: Sys): LoopDevices {
     })
   }
 
+  /** Null when the path does not exist. */
+  function statOrNull(path: string) {
+    return sys.fs('stat', path, () => stat(path, { bigint: true })).catch((err: unknown) => {
+      if (err instanceof HostError && err.code === 'ENOENT') return null
+      throw err
+    })
+  }
+
+  // diskseq (Linux ≥ 5.15) is new on every attach and counts from boot: with the boot id it names
+  // one attachment for good. Before it, the backing file's identity, which a re-attach repeats.
+  async function attachmentOf(rdev: bigint, source: { dev: string; ino: bigint }): Promise<string> {
+    const read = (path: string) => sys.fs('read', path, () => readFile(path, 'utf8')).then((text) => text.trim(), () => '')
+    const seq = await read(`/sys/dev/block/${deviceNumber(rdev)}/diskseq`)
+    if (!seq) return `file ${source.dev}:${source.ino}`
+    bootId ??= read('/proc/sys/kernel/random/boot_id')
+    return `${await bootId} ${seq}`
+  }
+
+  // O_EXCL without O_CREAT claims a block device: EBUSY while a mounted filesystem (in any mount
+  // namespace), a device mapper or another exclusive opener holds it.
+  async function isHeld(device: string): Promise<boolean> {
+    return withFd(device, c.O_RDONLY | c.O_EXCL, async () => false).catch((err: unknown) => {
+      if (err instanceof HostError && err.code === 'EBUSY') return true
+      throw err
+    })
+  }
+
+  async function status(device: string): Promise<LoopDeviceStatus | null> {
+    const st = await statOrNull(device)
+    if (!st) return null
+    if (!st.isBlockDevice()) throw new HostError('ENOTBLK', 'stat', device, 'not a block device')
+    const source = await backing(device)
+    if (!source) return null
+    return { attachment: await attachmentOf(st.rdev, source), mountPoints: await env.mountPointsOf(device), held: await isHeld(device) }
+  }
+
   return {
     attach(file, options) {
       // One attach per file at a time, so two callers get the same device.
@@ -164,6 +208,7 @@ export function createLoopDevices(sys: Sys): LoopDevices {
     async refreshCapacity(device) {
       await withFd(device, c.O_RDONLY, (fd) => sys.call('ioctl', device, (l) => l.ioctl(fd, c.LOOP_SET_CAPACITY, 0), { detail: 'LOOP_SET_CAPACITY' }))
     },
+    status,
   }
 }
 

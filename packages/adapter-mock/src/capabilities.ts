@@ -16,6 +16,7 @@ export function createLoopDevices(state: HostState, call: CallRunner): LoopDevic
     detach: (device) => call('loopDevices.detach', [device], device, () => devices.detachLoop(state, device)),
     find: (file) => call('loopDevices.find', [file], file, () => devices.findLoops(state, file)),
     refreshCapacity: (device) => call('loopDevices.refreshCapacity', [device], device, () => devices.refreshLoopCapacity(state, device)),
+    status: (device) => call('loopDevices.status', [device], device, () => devices.loopStatus(state, device)),
   }
 }
 

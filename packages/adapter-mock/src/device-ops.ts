@@ -3,7 +3,7 @@
  * made on a device is a persistent tree kept with the device's image, so its data survives unmount
  * and remount (and, for a loop device, detach and re-attach of the same file).
  */
-import type { FsStats } from '@kubevol/core'
+import type { FsStats, LoopDeviceStatus } from '@kubevol/core'
 import { dirname, HostError } from '@kubevol/core'
 import type { BlockDevice } from './devices.js'
 import { backingSize, imageOf } from './devices.js'
@@ -87,7 +87,7 @@ export function attachLoop(state: HostState, file: string, readOnly: boolean, re
   const loop = state.devices.freeLoop()
   mkdir(state, '/dev', { recursive: true })
   if (!lookup(state.table, loop.path, { follow: false, syscall: 'losetup' }).entry) deviceNodeSlot(state, loop.path)(loop)
-  loop.loop = { backing, readOnly, autoclear: false }
+  loop.loop = { backing, readOnly, autoclear: false, sequence: state.devices.nextSequence() }
   loop.sizeBytes = backingSize(loop.loop)
   return loop.path
 }
@@ -112,6 +112,24 @@ export function findLoops(state: HostState, file: string): string[] {
     .attachedLoops()
     .filter((loop) => loop.loop?.backing === node || (device && loop.loop?.backing === device))
     .map((loop) => loop.path)
+}
+
+/** What uses a loop device: its attachment, the mount points of its filesystem, whether it is open. */
+export function loopStatus(state: HostState, path: string): LoopDeviceStatus | null {
+  let loop: BlockDevice
+  try {
+    loop = deviceAt(state, path, 'losetup')
+  } catch (err) {
+    // No device node: not attached, as on Linux.
+    if (err instanceof HostError && err.code === 'ENOENT') return null
+    throw err
+  }
+  if (!loop.isLoop || !loop.loop) return null
+  return {
+    attachment: String(loop.loop.sequence),
+    mountPoints: state.table.all.filter((mount) => mount.device === loop).map((mount) => state.table.targetOf(mount)),
+    held: isDeviceOpen(state, loop),
+  }
 }
 
 /** Re-reads the backing size (`LOOP_SET_CAPACITY`). */

@@ -12,6 +12,8 @@ export interface LoopBinding {
   readonly readOnly: boolean
   /** Detach was asked while the device was open: it goes away on the last unmount (`LO_FLAGS_AUTOCLEAR`). */
   autoclear: boolean
+  /** New for every attach of any loop device (Linux's `diskseq`): tells this attachment from a later one. */
+  readonly sequence: number
 }
 
 /** A block device node's device: a disk or a loop device. */
@@ -38,6 +40,7 @@ export class DeviceRegistry {
   readonly #byRdev = new Map<number, BlockDevice>()
   readonly #loops: BlockDevice[] = []
   #disks = 0
+  #sequence = 0
 
   /** Registers a disk (each gets 16 minors, as `sda`, `sdb`, ... do). */
   addDisk(path: string, sizeBytes: number, signature: DiskImage['signature'] = null): BlockDevice {
@@ -74,6 +77,11 @@ export class DeviceRegistry {
     this.#loops.push(device)
     this.#byRdev.set(device.rdev, device)
     return device
+  }
+
+  /** The next attach's sequence number: increasing, never reused. */
+  nextSequence(): number {
+    return ++this.#sequence
   }
 
   get(rdev: number): BlockDevice | undefined {

@@ -79,6 +79,27 @@ export interface FsStats {
   readonly inodesUsed: number
 }
 
+/**
+ * What uses an attached loop device: enough to tell an attachment kubevol made, and mounted only
+ * where it mounts, from one someone else made or uses.
+ */
+export interface LoopDeviceStatus {
+  /**
+   * This attachment of the device: a value the host gives each attach anew, so that a record of an
+   * earlier attach never matches a later attach of the same device (Linux: the boot id and the
+   * device's `diskseq`, kernel 5.15 and later; before it, the backing file's identity, which a later
+   * attach of the same file repeats).
+   */
+  readonly attachment: string
+  /** Where the filesystem on the device is mounted in this mount namespace (binds of it included), in mount order. */
+  readonly mountPoints: readonly string[]
+  /**
+   * True when something holds the device open exclusively: its filesystem mounted (here or in
+   * another mount namespace), a device mapper on it, an O_EXCL opener.
+   */
+  readonly held: boolean
+}
+
 /** Loop devices: a file presented as a block device. */
 export interface LoopDevices {
   /**
@@ -95,6 +116,8 @@ export interface LoopDevices {
   find(file: string): Promise<readonly string[]>
   /** Re-reads the size of the backing file (`LOOP_SET_CAPACITY`). */
   refreshCapacity(device: string): Promise<void>
+  /** What uses `device`; null when it is not attached (any more). */
+  status(device: string): Promise<LoopDeviceStatus | null>
 }
 
 /** Block devices the host knows. */

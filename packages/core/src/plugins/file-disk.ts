@@ -4,14 +4,16 @@
  * `csi: { driver: filedisk.kubevol.io, volumeHandle: <absolute path of the image>, fsType: ext4|xfs }`;
  * this reserved driver name is served by this built-in plugin, never by an external CSI driver.
  *
- * attach = attach the image to a loop device (reusing one already attached to it); mount device =
- * format only if blank, check, mount at `plugins/kubevol.io/file-disk/mounts/<pv>`; set up = bind
- * into the pod; tear down, unmount device and detach run in reverse. In block mode the loop device
- * is mapped into the pod. Expansion grows the image, refreshes the loop device and grows the file
- * system (online where the file system allows it).
+ * attach = attach the image to a loop device (reusing only kubevol's own: an image someone else
+ * attached or mounted is refused as in use, see `file-disk-loops.ts`); mount device = the same
+ * check, then format only if blank, check, mount at `plugins/kubevol.io/file-disk/mounts/<pv>`; set
+ * up = bind into the pod; tear down, unmount device and detach run in reverse. In block mode the
+ * loop device is mapped into the pod. Expansion grows the image, refreshes the loop device and grows
+ * the file system (online where the file system allows it).
  */
 import type { VolumeSpec } from '../api/volume-spec.js'
 import { joinPath } from '../paths.js'
+import { type FileDiskLoops, createFileDiskLoops } from './file-disk-loops.js'
 import type { DeviceMountCapability, VolumePlugin, VolumePluginContext } from './plugin.js'
 import { createBindMounter, createBindUnmounter } from './util/bind-into-pod.js'
 import { globalDeviceMount } from './util/safe-format-and-mount.js'
@@ -38,21 +40,30 @@ function requireImage(spec: VolumeSpec): { image: string; fsType: string } {
 export function createFileDiskPlugin(): VolumePlugin {
   let context: VolumePluginContext
   let deviceMount: DeviceMountCapability | undefined
+  let ownLoops: FileDiskLoops | undefined
   const loops = () => {
     const loop = context.host.loopDevices
     if (!loop) throw new Error(`${FILE_DISK_DRIVER} volumes need a host that can attach loop devices`)
     return loop
   }
+  // Made on first use: the context is known only once the plugin manager has called init.
+  const attachments = () =>
+    (ownLoops ??= createFileDiskLoops(context, { driver: FILE_DISK_DRIVER, pluginDir: context.paths.pluginDir(FILE_DISK_PLUGIN_NAME), loops }))
   const globalPath = (spec: VolumeSpec): string => joinPath(context.paths.pluginDir(FILE_DISK_PLUGIN_NAME), 'mounts', spec.name)
+  /** kubevol's own mounts of the volume's device: its device mount path, and binds into pods. */
+  const ownMount = (spec: VolumeSpec) => (target: string) => target === globalPath(spec) || target.startsWith(`${context.paths.podsDir}/`)
   const mapPath = (spec: VolumeSpec): string => joinPath(context.paths.volumeDevicePluginDir(FILE_DISK_PLUGIN_NAME), spec.name)
   const pluginData = (podUID: string, name: string): string => joinPath(context.paths.podPluginDir(podUID, FILE_DISK_PLUGIN_NAME), name)
 
   /**
-   * The loop device of the image, attaching it when none is. Idempotent. The handle must be a
-   * regular file itself: a block device (or a symlink to one) may hold a filesystem mounted
-   * elsewhere, and a second loop device over it would let two ext4 mounts write the same blocks.
+   * kubevol's loop device of the image, attaching it when there is none. Idempotent. The handle
+   * must be a regular file itself: a block device (or a symlink to one) may hold a filesystem
+   * mounted elsewhere, and a second loop device over it would let two ext4 mounts write the same
+   * blocks. An image someone else attached, or whose loop device is mounted anywhere but here, is
+   * refused as in use.
    */
-  async function attachImage(image: string): Promise<string> {
+  async function attachImage(spec: VolumeSpec): Promise<string> {
+    const { image } = requireImage(spec)
     const info = await context.host.lstat(image)
     if (!info) throw new Error(`disk image ${image} does not exist`)
     if (info.type !== 'file') {
@@ -60,10 +71,7 @@ export function createFileDiskPlugin(): VolumePlugin {
         `${FILE_DISK_DRIVER} volumeHandle ${image} is a ${info.type.replace('-', ' ')}, not a regular file: a fileDisk volume must name its disk image file itself (a device or a symlink is refused, so that a filesystem in use elsewhere is never mounted a second time)`,
       )
     }
-    const [existing] = await loops().find(image)
-    if (existing) return existing
-    // The adapter checks the type again on what it opens, without following a symlink swapped in since.
-    return loops().attach(image, { regularFile: true })
+    return attachments().attach(image, ownMount(spec))
   }
 
   return {
@@ -95,22 +103,32 @@ export function createFileDiskPlugin(): VolumePlugin {
     },
     attach: {
       canAttach: (spec) => imageOf(spec) !== undefined,
-      attach: (spec) => attachImage(requireImage(spec).image),
+      attach: (spec) => attachImage(spec),
       // The attachment is local to the node and idempotent: waiting for it is making sure of it. After
       // a crash between the journal's intent and the attach itself, this attaches the image again.
-      waitForAttach: (spec) => attachImage(requireImage(spec).image),
-      async detach(image) {
-        for (const device of await loops().find(image)) await loops().detach(device)
-      },
+      waitForAttach: (spec) => attachImage(spec),
+      detach: (image) => attachments().detach(image),
     },
     // Made on first use: the host is known only once the plugin manager has called init.
     get deviceMount() {
-      return (deviceMount ??= globalDeviceMount(context.host, {
+      if (deviceMount) return deviceMount
+      const global = globalDeviceMount(context.host, {
         canDeviceMount: (spec) => imageOf(spec) !== undefined && spec.persistentVolume?.spec?.volumeMode !== 'Block',
         getDeviceMountPath: globalPath,
         device: (_spec, devicePath) => devicePath,
         fstype: (spec) => requireImage(spec).fsType,
-      }))
+      })
+      deviceMount = {
+        ...global,
+        // Checked again right before fsck and mount: the image may have been taken since the attach,
+        // and after a restart the recorded device path may name a loop device that is not ours now.
+        async mountDevice(spec, devicePath, deviceMountPath, args) {
+          const device = await attachImage(spec)
+          if (device !== devicePath) context.logger.info('fileDisk image is attached elsewhere than recorded', { image: requireImage(spec).image, recorded: devicePath, device })
+          return global.mountDevice(spec, device, deviceMountPath, args)
+        },
+      }
+      return deviceMount
     },
     block: {
       newBlockVolumeMapper(spec, pod) {
@@ -135,7 +153,7 @@ export function createFileDiskPlugin(): VolumePlugin {
         if (!host.truncate) throw new Error('the host cannot grow disk images')
         const info = await host.stat(image)
         if (info && info.size < options.newSize) await host.truncate(image, options.newSize)
-        const [device] = await loops().find(image)
+        const device = await attachments().find(image, ownMount(options.spec))
         if (!device) throw new Error(`disk image ${image} is not attached`)
         await loops().refreshCapacity(device)
         // Block volumes have no file system to grow: the pod sees the bigger device.

@@ -1,0 +1,139 @@
+/**
+ * Which loop device of a fileDisk image is kubevol's own, and refusing an image someone else uses.
+ *
+ * An image attached to a loop device by someone else, mounted or not, is not kubevol's to mount:
+ * mounting its filesystem a second time shares it with a foreign user, runs fsck under them, and
+ * leaves a global mount UnmountDevice will never remove (the foreign mount counts as a reference).
+ * So a loop device backed by the image is kubevol's only when
+ * - the attach record under the plugin directory names it, with the same attachment (the host's
+ *   value for one attach: a later attach of the same device does not match), or
+ * - its filesystem is mounted, and only at this volume's device mount path or in pods' directories
+ *   (kubevol's own mount, adopted after a crash that lost the record), or
+ * - the record says an attach was under way and the device is neither mounted nor held open
+ *   (kubevol was killed between the attach and writing its record).
+ * Any other loop device backed by the image, or a mount of it anywhere else, makes the image "in use".
+ */
+import type { LoopDeviceStatus, LoopDevices } from '../host/host.js'
+import { joinPath } from '../paths.js'
+import { decodeUtf8, encodeUtf8 } from '../text.js'
+import type { VolumePluginContext } from './plugin.js'
+
+/** What the record of an image's attach says: under way, or done with the device and its attachment. */
+type AttachRecord = { readonly image: string; readonly attaching: true } | { readonly image: string; readonly device: string; readonly attachment: string }
+
+/** The loop devices kubevol attached for fileDisk images, told apart from everyone else's. */
+export interface FileDiskLoops {
+  /**
+   * The image's loop device that is kubevol's, attaching one when there is none. Throws the
+   * "is in use" error when another loop device is backed by the image or its filesystem is mounted
+   * anywhere but `ownMounts` allows.
+   */
+  attach(image: string, ownMount: (target: string) => boolean): Promise<string>
+  /** kubevol's loop device of the image, if any (same checks as `attach`, without attaching). */
+  find(image: string, ownMount: (target: string) => boolean): Promise<string | undefined>
+  /** Detaches kubevol's loop devices of the image and forgets the record; anyone else's stay. */
+  detach(image: string): Promise<void>
+}
+
+/** 64-bit FNV-1a of `text`, in hex: a file name for an image path of any length. */
+function fnv1a64(text: string): string {
+  let hash = 0xcbf29ce484222325n
+  for (const byte of encodeUtf8(text)) hash = ((hash ^ BigInt(byte)) * 0x100000001b3n) & 0xffffffffffffffffn
+  return hash.toString(16).padStart(16, '0')
+}
+
+/** The "in use" error, with what the image is used by. */
+function inUse(driver: string, image: string, device: string, how: string): Error {
+  return new Error(`${driver} volumeHandle ${image} is in use: attached as ${device} ${how}; kubevol mounts only an image no one else has attached`)
+}
+
+/** Loop device bookkeeping of the fileDisk plugin; records live in `<pluginDir>/loops`. */
+export function createFileDiskLoops(context: VolumePluginContext, options: { readonly driver: string; readonly pluginDir: string; readonly loops: () => LoopDevices }): FileDiskLoops {
+  const { driver, loops } = options
+  const recordDir = () => joinPath(options.pluginDir, 'loops')
+  const recordPath = (image: string) => joinPath(recordDir(), `${fnv1a64(image)}.json`)
+
+  async function readRecord(image: string): Promise<AttachRecord | undefined> {
+    const { host } = context
+    if (!(await host.lstat(recordPath(image)))) return undefined
+    try {
+      const record = JSON.parse(decodeUtf8(await host.readFile(recordPath(image)))) as AttachRecord
+      return record.image === image ? record : undefined
+    } catch (err) {
+      context.logger.warn('Ignoring an unreadable fileDisk attach record', { image, path: recordPath(image), err: String(err) })
+      return undefined
+    }
+  }
+
+  // Written whole and renamed into place: a record is never half there after a kill.
+  async function writeRecord(record: AttachRecord): Promise<void> {
+    const { host } = context
+    await host.mkdir(recordDir(), { recursive: true, mode: 0o750 })
+    const path = recordPath(record.image)
+    await host.writeFile(`${path}.tmp`, JSON.stringify(record), { mode: 0o600 })
+    await host.rename(`${path}.tmp`, path)
+  }
+
+  async function removeRecord(image: string): Promise<void> {
+    if (await context.host.lstat(recordPath(image))) await context.host.remove(recordPath(image))
+  }
+
+  /** kubevol's loop device for the image, after checking every device backed by it. */
+  async function own(image: string, ownMount: (target: string) => boolean): Promise<string | undefined> {
+    const record = await readRecord(image)
+    let ours: { device: string; status: LoopDeviceStatus; recorded: boolean } | undefined
+    for (const device of await loops().find(image)) {
+      const status = await loops().status(device)
+      if (!status) continue
+      const foreign = status.mountPoints.filter((target) => !ownMount(target))
+      if (foreign.length > 0) throw inUse(driver, image, device, `and mounted at ${foreign.join(', ')}`)
+      const recorded = record !== undefined && 'device' in record && record.device === device && record.attachment === status.attachment
+      const cutOff = record !== undefined && 'attaching' in record && !status.held && ours === undefined
+      if (ours === undefined && (recorded || status.mountPoints.length > 0 || cutOff)) {
+        ours = { device, status, recorded }
+        continue
+      }
+      if (status.held) throw inUse(driver, image, device, 'and held open exclusively elsewhere (mounted in another mount namespace, or a device mapper on it)')
+      throw inUse(driver, image, device, ours ? `besides kubevol's ${ours.device}` : 'by someone else, not by kubevol for this volume')
+    }
+    if (ours && !ours.recorded) {
+      context.logger.info('Adopted the loop device of a fileDisk image', { image, device: ours.device })
+      await writeRecord({ image, device: ours.device, attachment: ours.status.attachment })
+    }
+    return ours?.device
+  }
+
+  return {
+    find: own,
+    async attach(image, ownMount) {
+      const existing = await own(image, ownMount)
+      if (existing) return existing
+      await writeRecord({ image, attaching: true })
+      let device: string
+      try {
+        // The adapter checks the type again on what it opens, without following a symlink swapped in since.
+        device = await loops().attach(image, { regularFile: true })
+      } catch (err) {
+        // Not left saying "under way": a loop someone attaches later must not pass for this one.
+        await removeRecord(image).catch(() => undefined)
+        throw err
+      }
+      const status = await loops().status(device)
+      if (!status) throw new Error(`loop device ${device} of ${image} was detached right after the attach`)
+      await writeRecord({ image, device, attachment: status.attachment })
+      return device
+    },
+    async detach(image) {
+      const record = await readRecord(image)
+      for (const device of await loops().find(image)) {
+        const status = await loops().status(device)
+        if (!status) continue
+        const recorded = record !== undefined && 'device' in record && record.device === device && record.attachment === status.attachment
+        const cutOff = record !== undefined && 'attaching' in record && status.mountPoints.length === 0 && !status.held
+        if (recorded || cutOff) await loops().detach(device)
+        else context.logger.info('Left a loop device of a fileDisk image that kubevol did not attach', { image, device })
+      }
+      await removeRecord(image)
+    },
+  }
+}
