@@ -649,6 +649,30 @@ export function runHostContract(name: string, setup: () => Promise<HostContractS
         await expectHostError(loops.detach(device), 'ENXIO')
       })
 
+      it('status: a new attachment on every attach, the mount points of its filesystem, held while mounted; null when detached', async (t) => {
+        const loops = h().loopDevices
+        const fs = h().filesystems
+        if (!loops || !fs) return t.skip('needs loopDevices and filesystems')
+        await h().writeFile(p('disk.img'), new Uint8Array(32 * MiB))
+        const device = await attach(p('disk.img'))
+        const first = await loops.status(device)
+        expect(first).toEqual({ attachment: expect.any(String), mountPoints: [], held: false })
+        await fs.format(device, 'ext4')
+        await h().mkdir(p('mnt'))
+        await h().mkdir(p('bind'))
+        await h().mount({ source: device, target: p('mnt'), fstype: 'ext4' })
+        await h().mount({ source: p('mnt'), target: p('bind'), bind: true })
+        expect(await loops.status(device)).toEqual({ attachment: first?.attachment, mountPoints: [p('mnt'), p('bind')], held: true })
+        await h().unmount(p('bind'))
+        await h().unmount(p('mnt'))
+        expect((await loops.status(device))?.held).toBe(false)
+        await loops.detach(device)
+        expect(await loops.status(device)).toBeNull()
+        // The same file attached again, maybe on the same device: another attachment.
+        const again = await attach(p('disk.img'))
+        expect((await loops.status(again))?.attachment).not.toBe(first?.attachment)
+      })
+
       it('refreshCapacity picks up a grown backing file', async (t) => {
         const loops = h().loopDevices
         const blocks = h().blockDevices
