@@ -10,7 +10,11 @@
  * - its filesystem is mounted, and only at this volume's device mount path or in pods' directories
  *   (kubevol's own mount, adopted after a crash that lost the record), or
  * - the record says an attach was under way and the device is neither mounted nor held open
- *   (kubevol was killed between the attach and writing its record).
+ *   (kubevol was killed between the attach and writing its record), or
+ * - it is the device path reported as this volume's attachment (by the attach/detach controller in
+ *   controller mode, or by kubevol's journal), it is neither mounted nor held open, and kubevol's
+ *   own last word on the image was not that it detached it (a tombstone record: a journal entry
+ *   left stale by a crash right after the detach must not claim someone else's attach).
  * Any other loop device backed by the image, or a mount of it anywhere else, makes the image "in use".
  */
 import type { LoopDeviceStatus, LoopDevices } from '../host/host.js'
@@ -18,20 +22,30 @@ import { joinPath } from '../paths.js'
 import { decodeUtf8, encodeUtf8 } from '../text.js'
 import type { VolumePluginContext } from './plugin.js'
 
-/** What the record of an image's attach says: under way, or done with the device and its attachment. */
-type AttachRecord = { readonly image: string; readonly attaching: true } | { readonly image: string; readonly device: string; readonly attachment: string }
+/** What kubevol last did with an image: attaching it, attached it (device and attachment), or detached it. */
+type AttachRecord =
+  | { readonly image: string; readonly state: 'attaching' | 'detached' }
+  | { readonly image: string; readonly state: 'attached'; readonly device: string; readonly attachment: string }
+
+/** What a check may count as the volume's own. */
+export interface OwnUse {
+  /** True for a mount point of the device that is kubevol's own for this volume. */
+  readonly ownMount: (target: string) => boolean
+  /** The device path the volume's attach reported (node status or journal); empty or absent when none. */
+  readonly reported?: string
+}
 
 /** The loop devices kubevol attached for fileDisk images, told apart from everyone else's. */
 export interface FileDiskLoops {
   /**
    * The image's loop device that is kubevol's, attaching one when there is none. Throws the
    * "is in use" error when another loop device is backed by the image or its filesystem is mounted
-   * anywhere but `ownMounts` allows.
+   * anywhere but `use.ownMount` allows.
    */
-  attach(image: string, ownMount: (target: string) => boolean): Promise<string>
+  attach(image: string, use: OwnUse): Promise<string>
   /** kubevol's loop device of the image, if any (same checks as `attach`, without attaching). */
-  find(image: string, ownMount: (target: string) => boolean): Promise<string | undefined>
-  /** Detaches kubevol's loop devices of the image and forgets the record; anyone else's stay. */
+  find(image: string, use: OwnUse): Promise<string | undefined>
+  /** Detaches kubevol's loop devices of the image and records that it did; anyone else's stay. */
   detach(image: string): Promise<void>
 }
 
@@ -74,22 +88,23 @@ export function createFileDiskLoops(context: VolumePluginContext, options: { rea
     await host.rename(`${path}.tmp`, path)
   }
 
-  async function removeRecord(image: string): Promise<void> {
-    if (await context.host.lstat(recordPath(image))) await context.host.remove(recordPath(image))
-  }
+  const isRecorded = (record: AttachRecord | undefined, device: string, status: LoopDeviceStatus) =>
+    record?.state === 'attached' && record.device === device && record.attachment === status.attachment
 
   /** kubevol's loop device for the image, after checking every device backed by it. */
-  async function own(image: string, ownMount: (target: string) => boolean): Promise<string | undefined> {
+  async function own(image: string, use: OwnUse): Promise<string | undefined> {
     const record = await readRecord(image)
     let ours: { device: string; status: LoopDeviceStatus; recorded: boolean } | undefined
     for (const device of await loops().find(image)) {
       const status = await loops().status(device)
       if (!status) continue
-      const foreign = status.mountPoints.filter((target) => !ownMount(target))
+      const foreign = status.mountPoints.filter((target) => !use.ownMount(target))
       if (foreign.length > 0) throw inUse(driver, image, device, `and mounted at ${foreign.join(', ')}`)
-      const recorded = record !== undefined && 'device' in record && record.device === device && record.attachment === status.attachment
-      const cutOff = record !== undefined && 'attaching' in record && !status.held && ours === undefined
-      if (ours === undefined && (recorded || status.mountPoints.length > 0 || cutOff)) {
+      const recorded = isRecorded(record, device, status)
+      const idle = status.mountPoints.length === 0 && !status.held
+      const cutOff = record?.state === 'attaching' && idle
+      const reported = use.reported === device && record?.state !== 'detached' && idle
+      if (ours === undefined && (recorded || status.mountPoints.length > 0 || cutOff || reported)) {
         ours = { device, status, recorded }
         continue
       }
@@ -98,29 +113,29 @@ export function createFileDiskLoops(context: VolumePluginContext, options: { rea
     }
     if (ours && !ours.recorded) {
       context.logger.info('Adopted the loop device of a fileDisk image', { image, device: ours.device })
-      await writeRecord({ image, device: ours.device, attachment: ours.status.attachment })
+      await writeRecord({ image, state: 'attached', device: ours.device, attachment: ours.status.attachment })
     }
     return ours?.device
   }
 
   return {
     find: own,
-    async attach(image, ownMount) {
-      const existing = await own(image, ownMount)
+    async attach(image, use) {
+      const existing = await own(image, use)
       if (existing) return existing
-      await writeRecord({ image, attaching: true })
+      await writeRecord({ image, state: 'attaching' })
       let device: string
       try {
         // The adapter checks the type again on what it opens, without following a symlink swapped in since.
         device = await loops().attach(image, { regularFile: true })
       } catch (err) {
         // Not left saying "under way": a loop someone attaches later must not pass for this one.
-        await removeRecord(image).catch(() => undefined)
+        await writeRecord({ image, state: 'detached' }).catch(() => undefined)
         throw err
       }
       const status = await loops().status(device)
       if (!status) throw new Error(`loop device ${device} of ${image} was detached right after the attach`)
-      await writeRecord({ image, device, attachment: status.attachment })
+      await writeRecord({ image, state: 'attached', device, attachment: status.attachment })
       return device
     },
     async detach(image) {
@@ -128,12 +143,13 @@ export function createFileDiskLoops(context: VolumePluginContext, options: { rea
       for (const device of await loops().find(image)) {
         const status = await loops().status(device)
         if (!status) continue
-        const recorded = record !== undefined && 'device' in record && record.device === device && record.attachment === status.attachment
-        const cutOff = record !== undefined && 'attaching' in record && status.mountPoints.length === 0 && !status.held
-        if (recorded || cutOff) await loops().detach(device)
+        const cutOff = record?.state === 'attaching' && status.mountPoints.length === 0 && !status.held
+        if (isRecorded(record, device, status) || cutOff) await loops().detach(device)
         else context.logger.info('Left a loop device of a fileDisk image that kubevol did not attach', { image, device })
       }
-      await removeRecord(image)
+      // A tombstone, not nothing: a device path the journal still reports after a crash right
+      // here must not make someone else's later attach of the image pass for kubevol's.
+      await writeRecord({ image, state: 'detached' })
     },
   }
 }

@@ -50,8 +50,11 @@ export function createFileDiskPlugin(): VolumePlugin {
   const attachments = () =>
     (ownLoops ??= createFileDiskLoops(context, { driver: FILE_DISK_DRIVER, pluginDir: context.paths.pluginDir(FILE_DISK_PLUGIN_NAME), loops }))
   const globalPath = (spec: VolumeSpec): string => joinPath(context.paths.pluginDir(FILE_DISK_PLUGIN_NAME), 'mounts', spec.name)
-  /** kubevol's own mounts of the volume's device: its device mount path, and binds into pods. */
-  const ownMount = (spec: VolumeSpec) => (target: string) => target === globalPath(spec) || target.startsWith(`${context.paths.podsDir}/`)
+  /** kubevol's own uses of the volume's device: its device mount path, binds into pods, the reported attach. */
+  const ownUse = (spec: VolumeSpec, reported?: string) => ({
+    ownMount: (target: string) => target === globalPath(spec) || target.startsWith(`${context.paths.podsDir}/`),
+    reported,
+  })
   const mapPath = (spec: VolumeSpec): string => joinPath(context.paths.volumeDevicePluginDir(FILE_DISK_PLUGIN_NAME), spec.name)
   const pluginData = (podUID: string, name: string): string => joinPath(context.paths.podPluginDir(podUID, FILE_DISK_PLUGIN_NAME), name)
 
@@ -60,9 +63,10 @@ export function createFileDiskPlugin(): VolumePlugin {
    * must be a regular file itself: a block device (or a symlink to one) may hold a filesystem
    * mounted elsewhere, and a second loop device over it would let two ext4 mounts write the same
    * blocks. An image someone else attached, or whose loop device is mounted anywhere but here, is
-   * refused as in use.
+   * refused as in use. `reported`: the device path this volume's attach reported (the controller's
+   * in controller mode), which counts as kubevol's when nothing else uses it.
    */
-  async function attachImage(spec: VolumeSpec): Promise<string> {
+  async function attachImage(spec: VolumeSpec, reported?: string): Promise<string> {
     const { image } = requireImage(spec)
     const info = await context.host.lstat(image)
     if (!info) throw new Error(`disk image ${image} does not exist`)
@@ -71,7 +75,7 @@ export function createFileDiskPlugin(): VolumePlugin {
         `${FILE_DISK_DRIVER} volumeHandle ${image} is a ${info.type.replace('-', ' ')}, not a regular file: a fileDisk volume must name its disk image file itself (a device or a symlink is refused, so that a filesystem in use elsewhere is never mounted a second time)`,
       )
     }
-    return attachments().attach(image, ownMount(spec))
+    return attachments().attach(image, ownUse(spec, reported))
   }
 
   return {
@@ -106,7 +110,7 @@ export function createFileDiskPlugin(): VolumePlugin {
       attach: (spec) => attachImage(spec),
       // The attachment is local to the node and idempotent: waiting for it is making sure of it. After
       // a crash between the journal's intent and the attach itself, this attaches the image again.
-      waitForAttach: (spec) => attachImage(spec),
+      waitForAttach: (spec, devicePath) => attachImage(spec, devicePath),
       detach: (image) => attachments().detach(image),
     },
     // Made on first use: the host is known only once the plugin manager has called init.
@@ -123,7 +127,7 @@ export function createFileDiskPlugin(): VolumePlugin {
         // Checked again right before fsck and mount: the image may have been taken since the attach,
         // and after a restart the recorded device path may name a loop device that is not ours now.
         async mountDevice(spec, devicePath, deviceMountPath, args) {
-          const device = await attachImage(spec)
+          const device = await attachImage(spec, devicePath)
           if (device !== devicePath) context.logger.info('fileDisk image is attached elsewhere than recorded', { image: requireImage(spec).image, recorded: devicePath, device })
           return global.mountDevice(spec, device, deviceMountPath, args)
         },
@@ -153,7 +157,7 @@ export function createFileDiskPlugin(): VolumePlugin {
         if (!host.truncate) throw new Error('the host cannot grow disk images')
         const info = await host.stat(image)
         if (info && info.size < options.newSize) await host.truncate(image, options.newSize)
-        const device = await attachments().find(image, ownMount(options.spec))
+        const device = await attachments().find(image, ownUse(options.spec))
         if (!device) throw new Error(`disk image ${image} is not attached`)
         await loops().refreshCapacity(device)
         // Block volumes have no file system to grow: the pod sees the bigger device.
