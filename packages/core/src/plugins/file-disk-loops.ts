@@ -17,6 +17,7 @@
  *   left stale by a crash right after the detach must not claim someone else's attach).
  * Any other loop device backed by the image, or a mount of it anywhere else, makes the image "in use".
  */
+import { HostError } from '../errors.js'
 import type { LoopDeviceStatus, LoopDevices } from '../host/host.js'
 import { joinPath } from '../paths.js'
 import { decodeUtf8, encodeUtf8 } from '../text.js'
@@ -129,8 +130,9 @@ export function createFileDiskLoops(context: VolumePluginContext, options: { rea
         // The adapter checks the type again on what it opens, without following a symlink swapped in since.
         device = await loops().attach(image, { regularFile: true })
       } catch (err) {
-        // Not left saying "under way": a loop someone attaches later must not pass for this one.
-        await writeRecord({ image, state: 'detached' }).catch(() => undefined)
+        // Not left saying "under way" after a plain failure: a loop device someone attaches later
+        // must not pass for this one. A call that timed out may have attached, so that one stays.
+        if (!(err instanceof HostError && err.code === 'ETIMEDOUT')) await writeRecord({ image, state: 'detached' }).catch(() => undefined)
         throw err
       }
       const status = await loops().status(device)
