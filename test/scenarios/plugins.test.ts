@@ -47,7 +47,7 @@ describe('emptyDir', () => {
     expect(h.host.exists(target)).toBe(false)
   })
 
-  it('in memory: tear-down is marker, marker directory, check, unmount, remove: one call each', async () => {
+  it('in memory: tear-down is the directory checks, marker, marker directory, check, unmount, remove: one call each', async () => {
     const h = start()
     await h.addPodAndWait(buildPod({ uid: 'a', volumes: [{ name: 'shm', emptyDir: { medium: 'Memory' } }] }))
     const calls: string[] = []
@@ -58,6 +58,10 @@ describe('emptyDir', () => {
     h.pods.deletePod('a')
     await h.manager.waitForIdle()
     expect(calls).toEqual([
+      // The pod's directories are checked, all in one turn (one round trip on Linux), before
+      // anything is removed: these two are the ones named after the plugin.
+      'lstat volumes/kubernetes.io~empty-dir',
+      'lstat plugins/kubernetes.io~empty-dir',
       'remove plugins/kubernetes.io~empty-dir/shm/ready',
       'removeAll plugins/kubernetes.io~empty-dir/shm',
       'isMountPoint volumes/kubernetes.io~empty-dir/shm',

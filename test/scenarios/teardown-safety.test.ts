@@ -4,7 +4,7 @@
  * real kernel in adapter-linux's teardown-safety test).
  */
 import { createMemoryHost } from '@kubevol/adapter-mock'
-import { type Pod, HostError, cleanupMountPoint, createBuiltinPlugins } from '@kubevol/core'
+import { type Logger, type Pod, HostError, cleanupMountPoint, createBuiltinPlugins } from '@kubevol/core'
 import { buildPod, createFakeClock, createHarness, fakeVolume, type Harness } from '@kubevol/core/testing'
 import { afterEach, describe, expect, it } from 'vitest'
 
@@ -186,4 +186,94 @@ describe('a mount whose filesystem no longer answers', () => {
     expect(host.mountTargets()).toEqual([])
     await expectCanaries(host, '/srv/src')
   })
+})
+
+describe('a pod directory swapped for a symlink', () => {
+  const POD = `${ROOT}/pods/a`
+  const EMPTY_DIR = 'volumes/kubernetes.io~empty-dir'
+  /** A pod-shaped tree outside the root: emptyDir data, its ready marker and a subPath-shaped directory. */
+  async function victim(host: ReturnType<typeof createMemoryHost>): Promise<void> {
+    await plantCanaries(host, `${OUTSIDE}/${EMPTY_DIR}/cache`)
+    await plantCanaries(host, `${OUTSIDE}/plugins/kubernetes.io~empty-dir/cache`)
+    await host.writeFile(`${OUTSIDE}/plugins/kubernetes.io~empty-dir/cache/ready`, '')
+    await plantCanaries(host, `${OUTSIDE}/volume-subpaths/cache/main`)
+  }
+  async function expectVictim(host: ReturnType<typeof createMemoryHost>): Promise<void> {
+    await expectCanaries(host, `${OUTSIDE}/${EMPTY_DIR}/cache`)
+    await expectCanaries(host, `${OUTSIDE}/plugins/kubernetes.io~empty-dir/cache`)
+    expect(host.exists(`${OUTSIDE}/plugins/kubernetes.io~empty-dir/cache/ready`)).toBe(true)
+    await expectCanaries(host, `${OUTSIDE}/volume-subpaths/cache/main`)
+  }
+  /** Moves `pods/a/<level>` away and links the same name to the victim's `<level>`. */
+  async function swap(host: ReturnType<typeof createMemoryHost>, level: string): Promise<void> {
+    const at = level ? `${POD}/${level}` : POD
+    if (host.exists(at)) await host.rename(at, `${at}-moved`)
+    else await host.mkdir(`${at}-moved`, { recursive: true })
+    await host.symlink(level ? `${OUTSIDE}/${level}` : OUTSIDE, at)
+  }
+  function logged(): { logger: Logger; lines: string[] } {
+    const lines: string[] = []
+    const push = (message: string, fields?: object) => lines.push(`${message} ${JSON.stringify(fields ?? {})}`)
+    return { logger: { debug: push, info: push, warn: push, error: push }, lines }
+  }
+  function cachePod(): Pod {
+    const base = buildPod({ uid: 'a', volumes: [{ name: 'cache', emptyDir: {} }] })
+    return { ...base, spec: { ...base.spec, containers: [{ name: 'main', volumeMounts: [{ name: 'cache', mountPath: '/c' }] }] } }
+  }
+  function startLogged(host: ReturnType<typeof createMemoryHost>, logger: Logger) {
+    const h = Object.assign(createHarness({ host, clock: createFakeClock(), plugins: createBuiltinPlugins(), manager: { logger } }), { host })
+    current = h
+    h.start()
+    return h
+  }
+
+  it.each(['', 'volumes', EMPTY_DIR])('while the agent is down (pods/a/%s): the journaled volume is skipped with a reason, nothing torn down through it', async (level) => {
+    const host = createMemoryHost({ clock: createFakeClock() })
+    await victim(host)
+    const first = start(host)
+    await first.addPodAndWait(cachePod())
+    await first.stop()
+    await swap(host, level)
+    const { logger, lines } = logged()
+    const h = startLogged(host, logger)
+    await h.clock.advance(5_000)
+    await h.manager.waitForIdle()
+    await expectVictim(host)
+    expect(h.manager.hasPossiblyMountedVolumesForPod('a')).toBe(false)
+    const skips = lines.filter((l) => l.includes('not reconstructed'))
+    expect(skips).toHaveLength(1)
+    expect(skips[0]).toContain(`${level ? `${POD}/${level}` : POD} is a symlink`)
+  })
+
+  it('while the agent is down, a file in place of the pod directory: skipped, saying so', async () => {
+    const host = createMemoryHost({ clock: createFakeClock() })
+    const first = start(host)
+    await first.addPodAndWait(cachePod())
+    await first.stop()
+    await host.rename(POD, `${POD}-moved`)
+    await host.writeFile(POD, 'not a directory')
+    const { logger, lines } = logged()
+    const h = startLogged(host, logger)
+    await h.clock.advance(5_000)
+    expect(lines.filter((l) => l.includes('not reconstructed'))).toEqual([expect.stringContaining(`${POD} is a file`)])
+    expect(await text(host, POD)).toBe('not a directory')
+  })
+
+  it.each(['', 'volumes', EMPTY_DIR, 'plugins', 'volume-subpaths'])(
+    'while the agent runs (pods/a/%s): the tear-down refuses and removes nothing',
+    async (level) => {
+      const host = createMemoryHost({ clock: createFakeClock() })
+      await victim(host)
+      const { logger, lines } = logged()
+      const h = startLogged(host, logger)
+      await h.addPodAndWait(cachePod())
+      await swap(host, level)
+      h.pods.deletePod('a')
+      await h.clock.advance(5_000)
+      await h.manager.waitForIdle()
+      await expectVictim(host)
+      expect(h.manager.hasPossiblyMountedVolumesForPod('a')).toBe(true)
+      expect(lines.some((l) => l.includes(`refusing to tear down volume "cache"`) && l.includes(`${level ? `${POD}/${level}` : POD} is a symlink`))).toBe(true)
+    },
+  )
 })

@@ -21,6 +21,7 @@ import {
   subjectOf,
 } from './context.js'
 import type { GeneratedOperation, MountRequestVolume } from './mount-operations.js'
+import { assertTearDownChain } from './pod-dir-chain.js'
 
 /** Links the device into the pod and takes the global reference (kubelet `util.MapBlockVolume`). */
 export async function mapBlockVolume(
@@ -159,6 +160,13 @@ export function generateUnmapVolume(ctx: OperationContext, mv: MountedVolume): G
         outerVolumeSpecName: mv.outerVolumeSpecName,
         volumeGidValue: mv.volumeGidValue,
         spec: mv.spec,
+      }
+      // The link and what the plugin unpublishes are reached through the pod's directories: one
+      // swapped for a symlink would lead the removals elsewhere. Nothing is touched then.
+      try {
+        await assertTearDownChain(ctx.host, ctx.paths, { podUID: mv.podUID, pluginName: mv.pluginName, block: true, volumeName: mv.innerVolumeSpecName })
+      } catch (err) {
+        throw stepFailed('UnmapVolume.UnmapBlockVolume failed', subject, err)
       }
       ctx.asw.markVolumeMountAsUncertain(opts)
       const unmapper = block.newBlockVolumeUnmapper(mv.innerVolumeSpecName, mv.podUID)

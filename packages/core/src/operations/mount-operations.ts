@@ -5,6 +5,7 @@
  */
 import type { Mounter, Unmounter } from '../plugins/plugin.js'
 import { cleanVolumeSubPaths } from './clean-sub-paths.js'
+import { assertTearDownChain } from './pod-dir-chain.js'
 import { subPathMounts, subPathTarget } from './subpath.js'
 import { checkNodeAffinity } from '../api/node-affinity.js'
 import { storageOf } from '../api/quantity.js'
@@ -250,6 +251,13 @@ export function generateUnmountVolume(ctx: OperationContext, mv: MountedVolume):
     name: 'volume_unmount',
     pluginName: mv.pluginName,
     run: async () => {
+      // Every path below is built through the pod's directories: one swapped for a symlink since
+      // set-up would lead the subPath clean and the tear-down elsewhere. Nothing is touched then.
+      try {
+        await assertTearDownChain(ctx.host, ctx.paths, { podUID: mv.podUID, pluginName: mv.pluginName, block: false, volumeName: mv.innerVolumeSpecName })
+      } catch (err) {
+        throw stepFailed('UnmountVolume.TearDown failed', subject, err)
+      }
       try {
         await cleanSubPaths(ctx, ctx.paths.podSubPathsDir(mv.podUID, mv.innerVolumeSpecName))
       } catch (err) {

@@ -14,6 +14,7 @@ import type { VolumeJournal } from '../journal/journal.js'
 import type { Logger, Metrics } from '../observability.js'
 import type { Paths } from '../paths.js'
 import type { PluginManager } from '../plugins/plugin-manager.js'
+import { checkJournaledPods } from './journaled-pods.js'
 import { type PodVolumeOnDisk, scanPodVolumes } from './scan.js'
 
 export interface ReconstructionContext {
@@ -39,8 +40,17 @@ export async function reconstructVolumes(ctx: ReconstructionContext): Promise<Re
   const reconstructed = new Set<UniqueVolumeName>()
   const failed: PodVolumeOnDisk[] = []
 
-  // 1. The journal: complete specs, device paths, attachments.
-  for (const v of ctx.journal?.volumes().values() ?? []) {
+  // 1. The journal: complete specs, device paths, attachments. A set-up whose pod directories are
+  // not real directories (a symlink swapped in while kubevol was down) is left out: its tear-down
+  // would follow the link. The journal keeps it, so it is reported at every start until the
+  // directory is put right, and then torn down.
+  for (const checked of await checkJournaledPods(ctx, ctx.journal?.volumes().values() ?? [])) {
+    const v = checked.volume
+    if ('error' in checked) {
+      logger.error('Could not reconstruct a journaled volume', { volume: v.volume, err: errorMessage(checked.error) })
+      continue
+    }
+    if (checked.pods.length === 0 && !v.attached && !v.device) continue
     try {
       asw.addAttachUncertainReconstructedVolume(v.volume, v.spec, v.attached?.devicePath ?? v.device?.devicePath ?? '')
       if (v.attached) asw.updateReconstructedVolumeAttachability(v.volume, true)
@@ -48,7 +58,7 @@ export async function reconstructVolumes(ctx: ReconstructionContext): Promise<Re
         asw.markDeviceAsUncertain(v.volume, v.device.devicePath, v.device.path)
         asw.markDeviceFoundDuringReconstruction(v.volume)
       }
-      for (const [podName, p] of v.pods) {
+      for (const [podName, p] of checked.pods) {
         asw.checkAndMarkVolumeAsUncertainViaReconstruction({
           podName,
           podUID: p.podUID,

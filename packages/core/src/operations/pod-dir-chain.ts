@@ -1,0 +1,93 @@
+/**
+ * The directories between kubevol's root and a pod's volume (`pods`, `pods/<uid>`, `volumes` or
+ * `volumeDevices`, the plugin's directory), and those beside them a tear-down removes from
+ * (`plugins/<plugin>`, `volume-subpaths`). Every path a tear-down touches is built from them, and
+ * the kernel follows a symlink in the middle of a path: a pod directory swapped for a link to a
+ * directory elsewhere would make the tear-down unmount and remove what is there. So before anything
+ * is reconstructed or torn down, each level is checked by its own type (lstat): it must be a real
+ * directory; a missing one is fine (nothing below it exists to be followed). The checks of one
+ * volume are issued together, so a host that batches the calls of one turn (the Linux host)
+ * answers them in one round trip.
+ *
+ * The root itself may be a symlink (an administrator's choice); nothing below it may.
+ */
+import { errorMessage } from '../errors.js'
+import type { FileInfo, Host } from '../host/host.js'
+import { type Paths, dirname, escapePluginName, joinPath } from '../paths.js'
+
+/** The volume whose directories are checked. */
+export interface PodVolumeRef {
+  readonly podUID: string
+  readonly pluginName: string
+  /** `volumeDevices` (a block volume) instead of `volumes`. */
+  readonly block: boolean
+}
+
+/** The first level that is not a real directory, and what is there instead. */
+export interface ChainProblem {
+  readonly path: string
+  /** A file type (`symlink`, `file`, ...), or `unreadable` (the check failed: see `error`). */
+  readonly found: FileInfo['type'] | 'unreadable'
+  readonly error?: string
+}
+
+/** The levels of `ref`, each after its parent. Throws when the pod UID is not one path component. */
+function levelsOf(paths: Paths, ref: PodVolumeRef): string[] {
+  const podDir = paths.podDir(ref.podUID)
+  const kindDir = ref.block ? paths.podVolumeDevicesDir(ref.podUID) : paths.podVolumesDir(ref.podUID)
+  return [
+    paths.podsDir,
+    podDir,
+    kindDir,
+    joinPath(kindDir, escapePluginName(ref.pluginName)),
+    joinPath(podDir, 'plugins'),
+    paths.podPluginDir(ref.podUID, ref.pluginName),
+    joinPath(podDir, 'volume-subpaths'),
+  ]
+}
+
+/**
+ * The first level of `ref`'s directories that is there and is not a real directory, or null. A
+ * missing level is fine: nothing below it exists to be followed. `lstat` replaces the host's (to
+ * share the answers of levels many volumes have in common).
+ */
+export async function findChainProblem(
+  host: Host,
+  paths: Paths,
+  ref: PodVolumeRef,
+  lstat: (path: string) => Promise<FileInfo | null> = (path) => host.lstat(path),
+): Promise<ChainProblem | null> {
+  const levels = levelsOf(paths, ref)
+  // All at once: the calls of one turn share a round trip where the host batches them.
+  const answers = await Promise.allSettled(levels.map((level) => lstat(level)))
+  const missing = new Set<string>()
+  for (const [i, level] of levels.entries()) {
+    if (missing.has(dirname(level))) {
+      missing.add(level)
+      continue
+    }
+    const answer = answers[i] as PromiseSettledResult<FileInfo | null>
+    if (answer.status === 'rejected') return { path: level, found: 'unreadable', error: errorMessage(answer.reason) }
+    const info = answer.value
+    if (info === null) missing.add(level)
+    else if (info.type !== 'directory') return { path: level, found: info.type }
+  }
+  return null
+}
+
+/** `<path> is a symlink, not a directory` (or could not be checked). */
+export function describeChainProblem(problem: ChainProblem): string {
+  if (problem.found === 'unreadable') return `${problem.path} could not be checked: ${problem.error ?? 'unknown error'}`
+  return `${problem.path} is a ${problem.found}, not a directory`
+}
+
+/**
+ * Throws, before anything is removed, when a directory of the pod's volume is not a real directory:
+ * `refusing to tear down volume "<name>" of pod "<uid>": <path> is a symlink, not a directory`.
+ */
+export async function assertTearDownChain(host: Host, paths: Paths, ref: PodVolumeRef & { readonly volumeName: string }): Promise<void> {
+  const problem = await findChainProblem(host, paths, ref)
+  if (problem) {
+    throw new Error(`refusing to tear down volume "${ref.volumeName}" of pod "${ref.podUID}": ${describeChainProblem(problem)}; nothing was removed`)
+  }
+}
