@@ -13,6 +13,6 @@ export default defineProject({
     // Forks, each in a private mount namespace when root (see the preload), so the hostile-node
     // suite's real mounts cannot reach the machine's.
     pool: 'forks',
-    execArgv: ['--require', fileURLToPath(new URL('./hostile-node/mount-namespace.cjs', import.meta.url))],
+    execArgv: ['--require', fileURLToPath(new URL('../packages/agent/test/mount-namespace.cjs', import.meta.url))],
   },
 })

@@ -26,7 +26,7 @@ const isRoot = process.platform === 'linux' && process.getuid?.() === 0
 const reason = !isRoot
   ? `needs root on Linux (uid ${process.getuid?.() ?? 'unknown'})`
   : process.env.KUBEVOL_TEST_MOUNT_NAMESPACE !== 'private'
-    ? `the test process is not in a private mount namespace (${process.env.KUBEVOL_TEST_MOUNT_NAMESPACE_SKIP ?? 'test/hostile-node/mount-namespace.cjs did not run'})`
+    ? `the test process is not in a private mount namespace (${process.env.KUBEVOL_TEST_MOUNT_NAMESPACE_SKIP ?? 'packages/agent/test/mount-namespace.cjs did not run'})`
     : notBuilt()
 
 /** Every attack class, in the issue's order (item 12 is API mode: see README.md). */

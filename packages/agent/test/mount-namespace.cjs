@@ -1,5 +1,5 @@
-// Preloaded (node --require) into every vitest fork of this package, before any other code runs:
-// when root on Linux and @kubevol/adapter-linux (and so koffi) is installed, the process moves into a
+// Preloaded (node --require) into every vitest fork of this package and of the integration project (test/),
+// before any other code runs: when root on Linux and @kubevol/adapter-linux (and so koffi) is installed, the process moves into a
 // new mount namespace whose mounts are all private, so the Linux-host test cannot touch the machine's
 // mounts. It must run before libuv starts its threadpool: unshare(CLONE_NEWNS) moves only the calling
 // thread, and threads created later are born in the new namespace.

@@ -95,7 +95,7 @@ describe('the status server surface', () => {
 
   it.each(ENDPOINTS)('with a token, %s refuses requests without it or with a wrong one', async (path) => {
     const { url, calls } = await start({ token: TOKEN })
-    for (const header of [undefined, 'Bearer wrong', `Bearer ${TOKEN}x`, `Basic ${TOKEN}`, `bearer ${TOKEN}`, 'Bearer ', TOKEN]) {
+    for (const header of [undefined, 'Bearer wrong', `Bearer ${TOKEN}x`, `Basic ${TOKEN}`, `bearer ${TOKEN}x`, 'Bearer ', TOKEN]) {
       const res = await fetch(`${url}${path}`, header === undefined ? {} : { headers: { authorization: header } })
       expect(res.status).toBe(401)
       expect(res.headers.get('www-authenticate')).toBe('Bearer realm="kubevol"')
@@ -104,6 +104,9 @@ describe('the status server surface', () => {
     expect(calls).toEqual([])
     const ok = await get(`${url}${path}`, TOKEN)
     expect(ok.status).not.toBe(401)
+    // The scheme is case-insensitive (RFC 7235): a lower-case `bearer` with the right token is let in.
+    const lower = await fetch(`${url}${path}`, { headers: { authorization: `bearer ${TOKEN}` } })
+    expect(lower.status).not.toBe(401)
   })
 
   it('exempts the plain probes only when asked, and never their verbose answers', async () => {
