@@ -63,6 +63,23 @@ export const KEPT = 3
 /** Answered; the answer was too large for the arena and went out in a message at once. */
 export const POSTED = 4
 
+/** Span lengths below 0: an answer kept without the serializer (see {@link readPlainAnswer}). */
+const PLAIN_UNDEFINED = -1
+const PLAIN_NULL = -2
+/** `PLAIN_NUMBERS - n`: n numbers as float64 at the span's (8-aligned) offset. */
+const PLAIN_NUMBERS = -3
+
+/**
+ * The answer at a span whose length is below 0, which the worker kept without the serializer:
+ * `[0, undefined]`, `[0, null]` or `[0, numbers]`. Undefined for a span of serialized bytes.
+ */
+export function readPlainAnswer(arena: SharedArrayBuffer, at: number, length: number): readonly [0, unknown] | undefined {
+  if (length >= 0) return undefined
+  if (length === PLAIN_UNDEFINED) return [0, undefined]
+  if (length === PLAIN_NULL) return [0, null]
+  return [0, Array.from(new Float64Array(arena, at, PLAIN_NUMBERS - length))]
+}
+
 /** Bytes of each worker's arena: answers of one batch, readable while the worker is blocked. */
 export const ARENA_BYTES = 1 << 20
 
@@ -159,6 +176,27 @@ const calls = {
     return [paths.length, 0, '']
   },
 }
+// The common answers (nothing, null, a stat's numbers) kept without the serializer, which would
+// cost several microseconds each: a length below 0 says which (see readPlainAnswer). Returns the
+// arena's new used size, or undefined when the answer is not one of them or there is no room.
+const numbers = new Float64Array(workerData.arena)
+function keepPlain(answer, i, spans, used) {
+  if (answer[0] !== 0) return undefined
+  const value = answer[1]
+  if (value === undefined || value === null) {
+    spans[2 * i] = used
+    spans[2 * i + 1] = value === undefined ? ${PLAIN_UNDEFINED} : ${PLAIN_NULL}
+    return used
+  }
+  if (!Array.isArray(value) || value.length > 16) return undefined
+  for (const n of value) if (typeof n !== 'number') return undefined
+  const at = (used + 7) & ~7
+  if (at + 8 * value.length > arena.length) return undefined
+  numbers.set(value, at / 8)
+  spans[2 * i] = at
+  spans[2 * i + 1] = ${PLAIN_NUMBERS} - value.length
+  return at + 8 * value.length
+}
 // The answer serialized, or undefined when it cannot be kept in the room left.
 function serialize(answer, room) {
   const value = answer[1]
@@ -192,13 +230,17 @@ parentPort.on('message', ({ id, ops, claims, spans }) => {
       answer = [1, { code: typeof err?.code === 'string' ? err.code : 'EIO', errno: err?.errno, syscall: err?.syscall, message: String(err?.message ?? err) }]
     }
     answers.push(answer)
-    const bytes = serialize(answer, arena.length - used)
+    const kept = keepPlain(answer, i, spans, used)
+    const bytes = kept === undefined ? serialize(answer, arena.length - used) : undefined
     let now = performance.now()
-    if (bytes !== undefined) {
-      arena.set(bytes, used)
-      spans[2 * i] = used
-      spans[2 * i + 1] = bytes.length
-      used += bytes.length
+    if (kept !== undefined || bytes !== undefined) {
+      if (kept !== undefined) used = kept
+      else {
+        arena.set(bytes, used)
+        spans[2 * i] = used
+        spans[2 * i + 1] = bytes.length
+        used += bytes.length
+      }
       // Written before the state: the main thread reads the span only after it reads ${KEPT}.
       Atomics.store(claims, i, ${KEPT})
     } else {

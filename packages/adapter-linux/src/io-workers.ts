@@ -31,7 +31,7 @@ import { deserialize } from 'node:v8'
 import { type ResourceLimits, Worker } from 'node:worker_threads'
 import type { CallContext } from './call-runner.js'
 import type { IoFailure, IoOp } from './io-worker-source.js'
-import { ARENA_BYTES, KEPT, STARTED, TAKEN_BACK, WAITING, WORKER_SOURCE } from './io-worker-source.js'
+import { ARENA_BYTES, KEPT, STARTED, TAKEN_BACK, WAITING, WORKER_SOURCE, readPlainAnswer } from './io-worker-source.js'
 
 export type { FileFields, IoFailure, IoOp, RemoveUnmounted } from './io-worker-source.js'
 
@@ -286,7 +286,10 @@ export class IoWorkers {
       if (item.batch !== batch) continue
       item.batch = undefined
       const at = batch.spans[2 * i] as number
-      const answer = deserialize(Buffer.from(slot.arena.subarray(at, at + (batch.spans[2 * i + 1] as number)))) as readonly [0 | 1, unknown]
+      const length = batch.spans[2 * i + 1] as number
+      const answer =
+        readPlainAnswer(slot.arena.buffer as SharedArrayBuffer, at, length) ??
+        (deserialize(Buffer.from(slot.arena.subarray(at, at + length))) as readonly [0 | 1, unknown])
       if (answer[0] === 0) item.resolve(answer[1])
       else item.reject(answer[1])
     }
