@@ -5,6 +5,7 @@
  */
 export type { DeleteOptions, FailureRule, FakeApiServer, FakeApiServerOptions, RequestRecord } from './fake-api/fake-api-server.js'
 export { startFakeApiServer } from './fake-api/fake-api-server.js'
+export { CONTROLLER_MANAGED_ATTACH_DETACH, csiUniqueVolumeName, volumeAttachmentName } from './fake-api/attach-detach-controller.js'
 export type { AuthzRequest, Identity, Verb } from './fake-api/node-authorizer.js'
 export { authorize, nodeOf } from './fake-api/node-authorizer.js'
 export type { FieldRequirement, LabelRequirement } from './fake-api/selectors.js'

@@ -4,7 +4,8 @@
  * that replay from a resourceVersion, send an ERROR 410 Expired event for a compacted one and
  * bookmarks only when asked; field selectors with the 400 for an unsupported field; PATCH only with a
  * patch content type (415 for application/json); 409 for a stale resourceVersion; Status bodies;
- * graceful pod deletion; finalizers that hold a deleted object; and the Node authorizer's 403s for a node identity.
+ * graceful pod deletion; finalizers that hold a deleted object; the Node authorizer's 403s for a node identity
+ * and NodeRestriction's (a node creates only its own Node); and, when asked, the attach/detach controller.
  *
  * Tests drive it directly too: create, patch and delete objects as an administrator, cut or expire
  * watches, compact the history, make the next requests fail, and read the request log.
@@ -13,6 +14,7 @@ import { randomBytes } from 'node:crypto'
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { KubeConfig } from '@kubernetes/client-node'
+import { startAttachDetachController } from './attach-detach-controller.js'
 import { type Identity, type Verb, authorize } from './node-authorizer.js'
 import { jsonPatch, mergePatch } from './patch.js'
 import { matchesFields, matchesLabels, parseFieldSelector, parseLabelSelector } from './selectors.js'
@@ -27,6 +29,12 @@ export interface FakeApiServerOptions {
   readonly startResourceVersion?: number
   /** Changes kept for watches to resume from. @default 10000 */
   readonly maxHistory?: number
+  /**
+   * Runs a model of the attach/detach controller (see attach-detach-controller.ts): annotated Nodes
+   * get VolumeAttachments for their pods' CSI volumes and `status.volumesAttached` once attached.
+   * @default false
+   */
+  readonly attachDetachController?: boolean
 }
 
 /** One request as the server saw it. */
@@ -165,6 +173,7 @@ export async function startFakeApiServer(options: FakeApiServerOptions = {}): Pr
   const requests: RequestRecord[] = []
   const failures: { rule: FailureRule; left: number }[] = []
   const bookmarkIntervalMs = options.bookmarkIntervalMs ?? 60_000
+  const stopController = options.attachDetachController ? startAttachDetachController(store) : () => {}
 
   /** DELETE semantics: graceful for pods bound to a node, immediate otherwise. */
   const remove = (info: ResourceInfo, namespace: string | undefined, name: string, opts: DeleteOptions = {}): KubeObject => {
@@ -454,6 +463,7 @@ export async function startFakeApiServer(options: FakeApiServerOptions = {}): Pr
     },
     close: () =>
       new Promise<void>((resolve) => {
+        stopController()
         for (const w of [...watches]) w.drop()
         server.close(() => resolve())
         server.closeAllConnections()

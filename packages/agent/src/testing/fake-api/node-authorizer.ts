@@ -1,10 +1,12 @@
 /**
  * The Node authorizer (plus the system:node role) as a node identity meets it: a node lists and
  * watches pods only with `spec.nodeName=<itself>`; reads only the secrets, configmaps, PVCs and PVs
- * its pods reference (a single object by name, or a list/watch with `metadata.name=<it>`); patches
- * only its own Node; creates events; requests tokens only for its pods' service accounts, bound to
+ * its pods reference (a single object by name, or a list/watch with `metadata.name=<it>`); creates
+ * and patches only its own Node, with only the labels a kubelet may set (NodeRestriction); only gets
+ * volume attachments of its own; creates events; requests tokens only for its pods' service accounts, bound to
  * those pods. Everything else is 403 with the API server's message shapes.
  */
+import { forbiddenNodeLabels } from '../../kube/kubelet-labels.js'
 import type { FieldRequirement } from './selectors.js'
 import { StatusError, statusBody } from './status.js'
 import { type FakeStore, type KubeObject, type ResourceInfo, resourceOf } from './store.js'
@@ -41,6 +43,12 @@ function forbidden(identity: Identity, req: AuthzRequest, reason: string): Statu
   const scope = req.namespace ? `in the namespace "${req.namespace}"` : 'at the cluster scope'
   const message = `${subject} is forbidden: User "${identity.user}" cannot ${req.verb} resource "${res}" in API group "${req.resource.group}" ${scope}: ${reason}`
   return new StatusError(statusBody(403, 'Forbidden', message, { ...(req.name ? { name: req.name } : {}), ...(req.resource.group ? { group: req.resource.group } : {}), kind: req.resource.plural }))
+}
+
+/** A refusal of an admission plugin (NodeRestriction): `nodes "n2" is forbidden: <reason>`. */
+function admissionForbidden(req: AuthzRequest, name: string, reason: string): StatusError {
+  const g = req.resource.group ? `.${req.resource.group}` : ''
+  return new StatusError(statusBody(403, 'Forbidden', `${req.resource.plural}${g} "${name}" is forbidden: ${reason}`, { name, ...(req.resource.group ? { group: req.resource.group } : {}), kind: req.resource.plural }))
 }
 
 interface Related {
@@ -127,10 +135,15 @@ export function authorize(store: FakeStore, identity: Identity, req: AuthzReques
       if ((verb === 'patch' || verb === 'update') && req.subresource !== 'status') return forbidden(identity, req, 'a node may only update the status of its pods')
       return undefined
     }
-    case 'nodes':
+    case 'nodes': {
       if (read) return undefined
-      if (req.name === node) return undefined
-      return forbidden(identity, req, `node "${node}" is not allowed to modify node "${req.name ?? ''}"`)
+      // NodeRestriction: a node creates and changes only its own Node, and sets only the labels a kubelet may.
+      const target = verb === 'create' ? req.body?.metadata?.name : req.name
+      if (target !== node) return admissionForbidden(req, target ?? '', `node "${node}" is not allowed to modify node "${target ?? ''}"`)
+      const labels = verb === 'create' ? forbiddenNodeLabels(Object.keys(req.body?.metadata?.labels ?? {})) : []
+      if (labels.length > 0) return admissionForbidden(req, node, `node "${node}" is not allowed to set the following labels: ${labels.join(', ')}`)
+      return undefined
+    }
     case 'events':
       return verb === 'create' || verb === 'patch' || verb === 'update' ? undefined : forbidden(identity, req, 'a node may only create and patch events')
     case 'csidrivers':
