@@ -110,8 +110,8 @@ describe('configMap volumes', () => {
       (err: Error) => err.message,
     )
     await h.clock.advance(124_000)
-    expect(await outcome).toBe('unmounted volumes=[cfg], unattached volumes=[], failed to process volumes=[]: timed out waiting for the condition')
-    expect(failedMount(h)[0]).toBe('MountVolume.SetUp failed for volume "cfg" : configmaps "app" not found')
+    expect(await outcome).toBe('unmounted volumes=[cfg], unattached volumes=[], failed to process volumes=[]: context deadline exceeded')
+    expect(failedMount(h)[0]).toBe('MountVolume.SetUp failed for volume "cfg" : configmap "app" not found')
     expect(h.host.exists(dirOf('configmap', 'cfg'))).toBe(false)
 
     h.objects.put('ConfigMap', { metadata: { name: 'app', namespace: 'default' }, data: { k: 'v' } })
@@ -159,7 +159,7 @@ describe('secret volumes', () => {
     const h = start()
     h.pods.setPod(buildPod({ uid: 'a', volumes: [{ name: 'creds', secret: { secretName: 'db' } }] }))
     await h.advanceUntil(() => failedMount(h).length > 0)
-    expect(failedMount(h)[0]).toBe('MountVolume.SetUp failed for volume "creds" : secrets "db" not found')
+    expect(failedMount(h)[0]).toBe('MountVolume.SetUp failed for volume "creds" : secret "db" not found')
     expect(podMounts(h.host)).toEqual([])
   })
 
@@ -272,7 +272,7 @@ describe('projected volumes', () => {
     {
       name: 'every failing source at once',
       sources: [{ configMap: { name: 'gone' } }, { secret: { name: 'gone-too' } }, { secret: { name: 'maybe', optional: true } }],
-      error: '[configmaps "gone" not found, secrets "gone-too" not found]',
+      error: '[configmap "gone" not found, secret "gone-too" not found]',
     },
     { name: 'an unsupported source', sources: [{ clusterTrustBundle: { signerName: 'x' } }], error: 'clusterTrustBundle projected volume sources are not supported' },
   ])('fail on $name', async ({ sources, error }) => {

@@ -103,7 +103,7 @@ describe('the examples', () => {
     const r = await embed.run()
     expect(r.error).toContain('unmounted volumes=[data]')
     expect(r.error).toContain('persistentvolumeclaims "missing" not found')
-    expect(r.events[0]).toMatch(/^Warning FailedMount: .*secrets "missing" not found/)
+    expect(r.events[0]).toMatch(/^Warning FailedMount: .*secret "missing" not found/)
     expect(Object.keys(r.counters).length).toBeGreaterThan(0)
   })
 })

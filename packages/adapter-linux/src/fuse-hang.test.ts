@@ -107,7 +107,7 @@ describeAsRoot('a stopped FUSE daemon under the Linux host', () => {
         () => 'mounted',
         (err: Error) => err.message,
       )
-      expect(waited).toMatch(/^unmounted volumes=\[host\], .*timed out waiting for the condition$/)
+      expect(waited).toMatch(/^unmounted volumes=\[host\], .*context deadline exceeded$/)
       const failure = manager.executor.lastFailure('kubernetes.io/host-path/on-fuse-host' as never, 'on-fuse' as never)
       expect((failure?.error as Error | undefined)?.message).toMatch(
         new RegExp(`^MountVolume\\.SetUp failed for volume "host" .*: ETIMEDOUT: stat ${mnt}/data: (the filesystem at ${mnt} is not answering|no answer within)`),

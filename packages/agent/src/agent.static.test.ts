@@ -175,4 +175,21 @@ describe('the agent in static mode', () => {
     expect(new TextDecoder().decode(await host.readFile(`${scratch}/kept`))).toBe('yes')
     expect(second.events.list().map((e) => e.reason)).not.toContain('FailedMount')
   })
+
+  it('words a missing ConfigMap or Secret as kubelet 1.32 does: singular kind', async () => {
+    const { host, manifests } = setup()
+    manifests.write(
+      'missing.yaml',
+      POD.replace('name: web', 'name: missing')
+        .replace('- { name: data, mountPath: /data }', '- { name: creds, mountPath: /creds }')
+        .replace('{ name: config, configMap: { name: settings } }', '{ name: config, configMap: { name: absent } }')
+        .replace('{ name: data, persistentVolumeClaim: { claimName: disk } }', '{ name: creds, secret: { secretName: hidden } }'),
+    )
+    const agent = await start(host, manifests.dir)
+    const messages = () => agent.events.list().flatMap((e) => (e.reason === 'FailedMount' ? [e.message] : []))
+    await until('both set-up failures recorded', () => messages().length >= 2)
+    expect(new Set(messages())).toEqual(
+      new Set(['MountVolume.SetUp failed for volume "config" : configmap "absent" not found', 'MountVolume.SetUp failed for volume "creds" : secret "hidden" not found']),
+    )
+  })
 })

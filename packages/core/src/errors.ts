@@ -128,8 +128,15 @@ export class NotFoundError extends KubevolError {
 
 /** `waitForAttachAndMount` / `waitForUnmount` did not finish (timeout, abort or pod errors). */
 export class WaitError extends KubevolError {
-  constructor(message: string, options?: { cause?: unknown }) {
+  /**
+   * True when the wait ran out of time or was aborted (the message ends in `context deadline
+   * exceeded` or `context canceled`), false when the pod's errors ended it. The kubelet's
+   * `wait.Interrupted(err)`: kubelet 1.32 posts no `FailedMount` event for such a failure.
+   */
+  readonly interrupted: boolean
+  constructor(message: string, options?: { cause?: unknown; interrupted?: boolean }) {
     super('WaitError', message, options)
+    this.interrupted = options?.interrupted ?? false
   }
 }
 

@@ -154,7 +154,8 @@ export interface VolumeManager {
   run(signal: AbortSignalLike): Promise<void>
   /**
    * Resolves when every volume the pod's containers use is mounted; rejects with the pod's errors
-   * or on timeout with "unmounted volumes=[...], unattached volumes=[...], failed to process volumes=[...]: ...".
+   * or on timeout with "unmounted volumes=[...], unattached volumes=[...], failed to process volumes=[...]:
+   * context deadline exceeded" (a {@link WaitError}; `interrupted` tells a timeout or abort from pod errors).
    * The volumes expected are read from `pod` when the wait starts, as the kubelet does: a pod
    * changed in place afterwards does not change what this call waits for.
    */
@@ -497,7 +498,7 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
       let finished = false
       let timer: Timer | undefined
       let poll: Timer | undefined
-      const finish = (error?: string): void => {
+      const finish = (error?: string, interrupted = false): void => {
         if (finished) return
         finished = true
         removeWaiter(waiter)
@@ -505,7 +506,7 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
         poll?.cancel()
         wait?.signal?.removeEventListener('abort', onAbort)
         if (error === undefined) resolve()
-        else reject(new WaitError(error))
+        else reject(new WaitError(error, { interrupted }))
       }
       const waiter: Waiter = {
         podName,
@@ -532,7 +533,7 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
       wait?.signal?.addEventListener('abort', onAbort, { once: true })
       timer = clock.setTimer(wait?.timeoutMs ?? POD_ATTACH_AND_MOUNT_TIMEOUT_MS, () => {
         if (done()) finish()
-        else finish(failure('timed out waiting for the condition'))
+        else finish(failure('context deadline exceeded'), true)
       })
       if (polling) {
         const tick = (): void => {

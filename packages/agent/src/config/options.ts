@@ -142,7 +142,7 @@ export const AGENT_OPTIONS: readonly AgentOption[] = [
   option('postEvents', 'boolean', 'Post events to the API (core/v1 Events).', 'true or false', 'true in API mode'),
   option('finalizePodDeletion', 'boolean', "API mode: delete a terminating pod's object (grace 0) once its volumes are unmounted, as the kubelet does.", 'true or false', 'true in API mode'),
   option('statsPeriodMs', 'integer', 'How often volume usage is collected for kubelet_volume_stats_* (0: never).', `${ms}, 0 or more`, '60000'),
-  option('podSyncRetryMs', 'integer', "The first delay before a pod whose volumes failed is synced again (the kubelet's pod worker backoff, doubling up to 5 min).", `${ms}, at least 1`, '10000'),
+  option('podSyncRetryMs', 'integer', "The delay before a pod whose volumes failed is synced again, plus up to half of it at random (the kubelet's pod worker backoff: 10 to 15 s, not growing).", `${ms}, at least 1`, '10000'),
   option('podSyncTimeoutMs', 'integer', 'How long one pod sync waits for its volumes.', `${ms}, at least 1`, '123000'),
   option('shutdownGraceMs', 'integer', 'On shutdown, how long running operations may finish before they are abandoned.', `${ms}, 0 or more`, '10000'),
   option(

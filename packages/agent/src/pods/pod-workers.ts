@@ -1,7 +1,8 @@
 /**
  * The part of the kubelet's pod workers that concerns volumes (SPEC §1.3): every pod that may run is
- * synced with `waitForAttachAndMount`; a failure records `FailedMount` ("Unable to attach or mount
- * volumes: ...") on the pod and is retried with a doubling delay; a pod that is terminating or gone
+ * synced with `waitForAttachAndMount`; a failed sync is retried after the kubelet's flat, jittered
+ * back-off (10 to 15 s), and records `FailedMount` ("Unable to attach or mount volumes: ...") on the
+ * pod unless the wait only ran out of time or was cancelled, as kubelet 1.32 does; a pod that is terminating or gone
  * is waited for with `waitForUnmount` and, in API mode, if it has a deletion timestamp, its object
  * is deleted once nothing of it is mounted (the kubelet's status manager does the same, which is
  * what ends a graceful deletion). A pod that only finished keeps its object.
@@ -13,6 +14,7 @@ import {
   type PodSource,
   type Recorder,
   type VolumeManager,
+  WaitError,
   errorMessage,
 } from '@kubevol/core'
 
@@ -40,10 +42,14 @@ export interface PodWorkersOptions {
   readonly recorder: Recorder
   readonly clock: Clock
   readonly logger: Logger
-  /** First delay before a failed sync is retried; doubles up to `maxRetryMs`. */
+  /**
+   * The delay before a failed sync is tried again, plus up to half of it at random: the kubelet's
+   * pod worker `backOffPeriod` (10 s) with `workerBackOffPeriodJitterFactor` 0.5, the same after
+   * every failure (it does not grow).
+   */
   readonly retryMs: number
-  /** @default 300000 (the kubelet's maximum pod worker backoff) */
-  readonly maxRetryMs?: number
+  /** The source of the jitter, a number in [0, 1). @default Math.random */
+  readonly random?: () => number
   /** How long one sync waits. */
   readonly timeoutMs: number
   /**
@@ -86,10 +92,15 @@ function isBeingDeleted(pod: Pod): boolean {
 /** How many pods that left their source are still shown. */
 const GONE_KEPT = 100
 
+/** The kubelet's `workerBackOffPeriodJitterFactor` (pkg/kubelet/pod_workers.go). */
+const BACK_OFF_JITTER_FACTOR = 0.5
+
 /** Creates the pod workers; `start()` follows the pod source. */
 export function createPodWorkers(options: PodWorkersOptions): PodWorkers {
   const { manager, pods, recorder, clock, logger } = options
-  const maxRetryMs = options.maxRetryMs ?? 300_000
+  const random = options.random ?? Math.random
+  // The kubelet's wait.Jitter(backOffPeriod, 0.5): the period plus up to half of it, after any failure.
+  const backOff = (): number => options.retryMs + Math.floor(random() * BACK_OFF_JITTER_FACTOR * options.retryMs)
   const workers = new Map<string, Worker>()
   let unsubscribe: (() => void) | undefined
   let stopped = true
@@ -133,15 +144,23 @@ export function createPodWorkers(options: PodWorkersOptions): PodWorkers {
         w.phase = 'failed'
         w.attempts++
         w.lastError = errorMessage(err)
-        logger.warn('Unable to attach or mount volumes', { pod: `${pod.metadata.namespace}/${pod.metadata.name}`, uid, err: w.lastError })
-        recorder.event({
-          type: 'Warning',
-          reason: 'FailedMount',
-          message: `Unable to attach or mount volumes: ${w.lastError}`,
-          target: { kind: 'Pod', metadata: pod.metadata },
-          time: clock.now(),
-        })
-        later(w, Math.min(options.retryMs * 2 ** (w.attempts - 1), maxRetryMs), () => sync(uid, w))
+        const ref = `${pod.metadata.namespace}/${pod.metadata.name}`
+        // kubelet 1.32 syncPod: `if !wait.Interrupted(err)` around the FailedMount event. A wait
+        // that ran out of time (context deadline exceeded) or was cancelled posts nothing: the
+        // failing volume's own MountVolume.* event already says why.
+        if (err instanceof WaitError && err.interrupted) {
+          logger.info('Error syncing pod, skipping', { pod: ref, uid, err: w.lastError })
+        } else {
+          logger.warn('Unable to attach or mount volumes for pod; skipping pod', { pod: ref, uid, err: w.lastError })
+          recorder.event({
+            type: 'Warning',
+            reason: 'FailedMount',
+            message: `Unable to attach or mount volumes: ${w.lastError}`,
+            target: { kind: 'Pod', metadata: pod.metadata },
+            time: clock.now(),
+          })
+        }
+        later(w, backOff(), () => sync(uid, w))
       },
     )
   }
@@ -156,7 +175,7 @@ export function createPodWorkers(options: PodWorkersOptions): PodWorkers {
         if (abort.signal.aborted) return
         // Uncertain mounts do not hold waitForUnmount, but they do hold the pod's deletion.
         if (manager.hasPossiblyMountedVolumesForPod(uid)) {
-          later(w, options.retryMs, () => teardown(uid, w))
+          later(w, backOff(), () => teardown(uid, w))
           return
         }
         w.abort = undefined
@@ -169,7 +188,7 @@ export function createPodWorkers(options: PodWorkersOptions): PodWorkers {
           } catch (err) {
             w.finalized = false
             logger.warn('Could not delete the terminated pod', { uid, err: errorMessage(err) })
-            later(w, options.retryMs, () => teardown(uid, w))
+            later(w, backOff(), () => teardown(uid, w))
           }
         }
         forgetGone()
@@ -179,7 +198,7 @@ export function createPodWorkers(options: PodWorkersOptions): PodWorkers {
         w.abort = undefined
         w.attempts++
         w.lastError = errorMessage(err)
-        later(w, Math.min(options.retryMs * 2 ** (w.attempts - 1), maxRetryMs), () => teardown(uid, w))
+        later(w, backOff(), () => teardown(uid, w))
       },
     )
   }

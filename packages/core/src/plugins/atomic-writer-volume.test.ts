@@ -56,14 +56,14 @@ describe('readReferencedObject', () => {
     { name: 'a found object', read: async () => 'object', optional: false, result: 'object' },
     { name: 'a missing optional object', read: missing, optional: true, result: undefined },
   ])('returns $name', async ({ read, optional, result }) => {
-    expect(await readReferencedObject(read, 'configmaps', 'default', 'cm', optional)).toBe(result)
+    expect(await readReferencedObject(read, 'configmap', 'default', 'cm', optional)).toBe(result)
   })
 
   it.each([
-    { name: 'a missing object, with the kubelet text', read: missing, error: 'configmaps "cm" not found' },
+    { name: 'a missing object, with the kubelet text', read: missing, error: 'configmap "cm" not found' },
     { name: 'a failed read, as it is', read: async () => Promise.reject(new Error('connection refused')), error: 'connection refused' },
     { name: 'a reader that does not serve the kind', read: undefined, error: 'cannot read configmaps "cm": the object reader does not serve configmaps' },
   ])('throws on $name', async ({ read, error }) => {
-    await expect(readReferencedObject(read, 'configmaps', 'default', 'cm', false)).rejects.toThrow(error)
+    await expect(readReferencedObject(read, 'configmap', 'default', 'cm', false)).rejects.toThrow(error)
   })
 })

@@ -135,16 +135,18 @@ export function createAtomicWriterVolumePlugin(definition: AtomicWriterVolumeDef
 
 /**
  * Reads a ConfigMap or Secret a volume references. A missing object is `undefined` when `optional`,
- * else the kubelet's error (`configmaps "name" not found`). Other read errors are thrown as they are.
+ * else the kubelet's error, `configmap "name" not found` / `secret "name" not found`: the kubelet's
+ * configMap and secret managers name their resource in the singular, so its text is not the API
+ * server's `configmaps "name" not found`. Other read errors are thrown as they are.
  */
 export async function readReferencedObject<T>(
   read: ((namespace: string, name: string) => Promise<T>) | undefined,
-  resource: 'configmaps' | 'secrets',
+  resource: 'configmap' | 'secret',
   namespace: string,
   name: string,
   optional: boolean,
 ): Promise<T | undefined> {
-  if (!read) throw new KubevolError('Unsupported', `cannot read ${resource} "${name}": the object reader does not serve ${resource}`)
+  if (!read) throw new KubevolError('Unsupported', `cannot read ${resource}s "${name}": the object reader does not serve ${resource}s`)
   try {
     return await read(namespace, name)
   } catch (err) {

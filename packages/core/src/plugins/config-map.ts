@@ -36,8 +36,8 @@ export interface ConfigMapReference {
 
 /**
  * Reads the referenced ConfigMap of the pod's namespace and projects it. A missing ConfigMap fails
- * with `configmaps "name" not found` unless `optional` (then nothing is projected). Needs an
- * ObjectReader with `getConfigMap`.
+ * with `configmap "name" not found` (the kubelet's text, whichever reader served it) unless
+ * `optional` (then nothing is projected). Needs an ObjectReader with `getConfigMap`.
  */
 export async function configMapSourcePayload(
   context: VolumePluginContext,
@@ -47,7 +47,7 @@ export async function configMapSourcePayload(
 ): Promise<Payload> {
   const optional = source.optional ?? false
   const read = context.objects.getConfigMap?.bind(context.objects)
-  const configMap = await readReferencedObject(read, 'configmaps', namespace, source.name ?? '', optional)
+  const configMap = await readReferencedObject(read, 'configmap', namespace, source.name ?? '', optional)
   return makeConfigMapPayload(configMap, source.items, defaultMode, optional)
 }
 

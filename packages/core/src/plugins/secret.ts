@@ -37,12 +37,12 @@ export interface SecretReference {
 
 /**
  * Reads the referenced Secret of the pod's namespace and projects it. A missing Secret fails with
- * `secrets "name" not found` unless `optional` (then nothing is projected). Needs an ObjectReader
- * with `getSecret`.
+ * `secret "name" not found` (the kubelet's text, whichever reader served it) unless `optional`
+ * (then nothing is projected). Needs an ObjectReader with `getSecret`.
  */
 export async function secretSourcePayload(context: VolumePluginContext, namespace: string, source: SecretReference, defaultMode: number): Promise<Payload> {
   const optional = source.optional ?? false
-  const secret = await readReferencedObject(context.objects.getSecret?.bind(context.objects), 'secrets', namespace, source.name ?? '', optional)
+  const secret = await readReferencedObject(context.objects.getSecret?.bind(context.objects), 'secret', namespace, source.name ?? '', optional)
   return makeSecretPayload(secret, source.items, defaultMode, optional)
 }
 
