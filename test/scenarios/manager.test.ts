@@ -306,6 +306,38 @@ describe('restart', () => {
   })
 })
 
+describe('restart in controller-attach mode', () => {
+  it('marks every reconstructed volume reported in use once the desired state is populated (SPEC §5.4)', async () => {
+    const node = { metadata: { name: 'node-1' }, status: { volumesAttached: [{ name: 'kubevol.io/fake/disk1', devicePath: '/dev/fake/disk1' }] } }
+    const first = scenario({ fake: { attachable: true }, controllerAttachDetach: true })
+    first.objects.put('Node', node)
+    first.start()
+    const pod = buildPod({ uid: 'a', volumes: [fakeVolume('data', 'disk1')] })
+    first.pods.setPod(pod)
+    await first.advanceUntil(() => first.manager.getVolumesInUse().length === 1)
+    first.manager.markVolumesAsReportedInUse(first.manager.getVolumesInUse())
+    await first.addPodAndWait(pod)
+    await first.stop()
+
+    // Restarted, the pod still there, and no node status report yet: nothing marks the volume.
+    const restarted = createHarness({ host: first.host, clock: first.clock, fake: { attachable: true }, controllerAttachDetach: true, ready: false })
+    restarted.objects.put('Node', node)
+    restarted.pods.setPod(pod)
+    restarted.start()
+    const reported = () => restarted.manager.snapshot().desired.map((v) => [v.volumeName, v.reportedInUse])
+    // Before every source was read once, the desired state is not populated: not yet.
+    await restarted.advanceUntil(() => reported().length === 1)
+    expect(reported()).toEqual([['kubevol.io/fake/disk1', false]])
+    restarted.pods.setReady(true)
+    await restarted.advanceUntil(() => reported()[0]?.[1] === true, { maxMs: 1_000 })
+    expect(reported()).toEqual([['kubevol.io/fake/disk1', true]])
+    await restarted.addPodAndWait(pod)
+    expect(restarted.manager.getMountedVolumesForPod('a').has('data')).toBe(true)
+    await restarted.stop()
+    first.host.assertNoViolations()
+  })
+})
+
 describe('pollingCompat', () => {
   it('reaches the same state on the kubelet timing', async () => {
     const h = start({ pollingCompat: true, fake: { attachable: true } })

@@ -315,6 +315,8 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
   executor.subscribe((operation) => emit({ type: 'operation', operation }))
   const populator = new Populator({ dsw, asw, pods: options.podSource, objects: options.objects, logger })
   let hadAddedPods = false
+  // Volumes reconstruction found, to be marked reported in use once the desired state is populated.
+  let reconstructedToReport: readonly UniqueVolumeName[] = []
   const reconciler = new Reconciler({
     dsw,
     asw,
@@ -384,6 +386,7 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
     }
     if (!hadAddedPods && populator.hasAddedPods()) {
       hadAddedPods = true
+      markReconstructedReportedInUse()
       // Unmounting just became safe: look at everything once.
       reconciler.markAllDirty()
       scheduleReconcile()
@@ -398,6 +401,21 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
     // Pod errors are only recorded by the populator: the waiters of pods with errors learn about
     // them after a pass.
     for (const podName of dsw.getPodsWithErrors()) checkWaitersOf(podName)
+  }
+  /**
+   * SPEC §5.4 (kubelet 1.27+ `volumesNeedReportedInUse`): once the desired state is populated,
+   * every reconstructed volume counts as reported in node status, so that a controller-attached
+   * volume a running pod uses is not held back until the next node status report; the volume was
+   * in use, and reported, before the restart. The kubelet's MarkVolumesReportedInUse clears the
+   * mark of every other volume; here the marks already set stay, so a volume the agent reported
+   * in the meantime is not held back for one more report.
+   */
+  function markReconstructedReportedInUse(): void {
+    if (reconstructedToReport.length === 0) return
+    const reported = new Set<UniqueVolumeName>(reconstructedToReport)
+    for (const vtm of dsw.getVolumesToMount()) if (vtm.reportedInUse) reported.add(vtm.volumeName)
+    reconstructedToReport = []
+    dsw.markVolumesReportedInUse([...reported])
   }
   // The kubelet re-syncs a pod on every update (ReprocessPod): volumes built from the pod or from
   // objects (downwardAPI labels, configMaps, tokens) are set up again.
@@ -575,6 +593,7 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
         }
         const rebuilt = await reconstructVolumes({ host: options.host, paths, plugins: pluginManager, asw, logger, metrics, journal })
         reconciler.setFailedReconstruction(rebuilt.failed)
+        reconstructedToReport = rebuilt.reconstructed
         // Only now do passes run: a pass before reconstruction would see a half-built actual state.
         running = true
         markPassesRunning()
