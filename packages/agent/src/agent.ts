@@ -35,6 +35,7 @@ import { createApiPodSource } from './kube/api-pod-source.js'
 import { createApiTokenSource } from './kube/api-token-source.js'
 import { createEventSink } from './kube/event-sink.js'
 import { type KubeClients, createKubeClients, loadKubeConfig, statusCodeOf } from './kube/kube-client.js'
+import { type NodeRegistration, createNodeRegistration } from './kube/node-registration.js'
 import { type NodeStatusUpdater, createNodeStatusUpdater } from './kube/node-status.js'
 import { type AgentLogger, type AgentLoggerOptions, createAgentLogger } from './logging/agent-logger.js'
 import { AgentMetrics } from './metrics/agent-metrics.js'
@@ -165,6 +166,7 @@ async function start(
   let tokens: TokenSource | undefined
   let clients: KubeClients | undefined
   let manifests: ManifestSource | undefined
+  let registration: NodeRegistration | undefined
   let startSources: () => Promise<void>
   const sourceChecks: (() => HealthCheck)[] = []
   if (config.mode === 'static') {
@@ -177,6 +179,19 @@ async function start(
     if (config.controllerAttachDetach) logger.warn('controllerAttachDetach in static mode: attachable volumes wait for a controller that is not there')
   } else {
     clients = createKubeClients(deps.kubeConfig ?? loadKubeConfig(config.kubeconfig, deps.env ?? process.env))
+    const reg = createNodeRegistration({
+      clients,
+      nodeName: config.nodeName,
+      register: config.registerNode,
+      labels: config.nodeLabels,
+      controllerAttachDetach: config.controllerAttachDetach,
+      retryMs: config.watchRetryMs,
+      logger,
+    })
+    registration = reg
+    reg.start()
+    cleanups.push(() => reg.stop())
+    sourceChecks.push(() => ({ name: 'node', ...reg.check() }))
     const podSource = createApiPodSource({ clients, nodeName: config.nodeName, retryMs: config.watchRetryMs, logger, onRestart })
     const reader = createApiObjectReader({ clients, nodeName: config.nodeName, ttlMs: config.objectCacheTtlMs, retryMs: config.watchRetryMs, logger, clock, onRestart })
     pods = podSource.pods
@@ -262,8 +277,10 @@ async function start(
       periodMs: config.nodeStatusPeriodMs,
       logger,
       onPatch: (result) => metrics.nodeStatusPatches.inc({ result }),
+      ...(registration ? { nodeReady: () => registration?.state === 'ready', onNodeMissing: () => registration?.nodeMissing() } : {}),
     })
     nodeStatus.start()
+    void registration?.ready.then(() => nodeStatus?.sync())
     cleanups.push(() => nodeStatus?.stop())
   }
   if (clients && config.postEvents) {

@@ -31,6 +31,20 @@ describe('loadAgentConfig', () => {
     expect(await load(['--mode', 'api', '--no-controller-attach-detach'])).toMatchObject({ controllerAttachDetach: false })
   })
 
+  it('registers the node in API mode only, with the labels of --node-labels, refusing those a kubelet may not set', async () => {
+    expect(await load([])).toMatchObject({ registerNode: false, nodeLabels: {} })
+    expect(await load(['--mode=api', '--node-labels=node.kubernetes.io/pool=edge, example.com/rack=r1,kubernetes.io/hostname=h'])).toMatchObject({
+      registerNode: true,
+      nodeLabels: { 'node.kubernetes.io/pool': 'edge', 'example.com/rack': 'r1', 'kubernetes.io/hostname': 'h' },
+    })
+    expect(await load(['--mode=api', '--no-register-node'])).toMatchObject({ registerNode: false })
+    expect(await load(['--config=/c.yaml'], {}, { '/c.yaml': 'mode: api\nnodeLabels: { example.com/a: b }\n' })).toMatchObject({ nodeLabels: { 'example.com/a': 'b' } })
+    for (const bad of ['kubernetes.io/role=x', 'node-restriction.kubernetes.io/a=b', 'noequals', 'a=bad value']) {
+      const [problem] = await problems(load(['--mode=api', `--node-labels=${bad}`]))
+      expect(problem).toMatchObject({ key: 'nodeLabels', source: '--node-labels', allowed: expect.stringContaining('KEY=VALUE pairs') })
+    }
+  })
+
   it('lets flags win over the environment, which wins over the file', async () => {
     const files = { '/etc/kubevol/agent.yaml': 'mode: api\nport: 1\nverbosity: 1\nnodeName: from-file\n' }
     const config = await load(['--config=/etc/kubevol/agent.yaml', '--port', '3'], { KUBEVOL_PORT: '2', KUBEVOL_VERBOSITY: '5', NODE_NAME: 'from-env' }, files)

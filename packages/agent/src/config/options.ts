@@ -3,6 +3,7 @@
  * and the words used when a value is refused. The loader, the validator and the help text all read it.
  */
 import { z } from 'zod'
+import { isKubeletLabel, isKubernetesLabel } from '../kube/kubelet-labels.js'
 
 /** How a flag or environment value (always a string) is turned into the option's type. */
 export type OptionKind = 'string' | 'integer' | 'boolean' | 'enum'
@@ -44,6 +45,35 @@ const csiDrivers = z.preprocess(
   z.array(z.object({ name: z.string().min(1), endpoint: z.string().regex(/^(unix:\/\/)?\//) }).strict()),
 )
 
+/** `key=value,key=value` (a flag or variable) as the map a config file gives. */
+function parseNodeLabels(value: unknown): unknown {
+  if (typeof value !== 'string') return value
+  const labels: Record<string, string> = {}
+  for (const pair of value.split(',').map((p) => p.trim())) {
+    if (pair === '') continue
+    const eq = pair.indexOf('=')
+    // A pair without '=' is kept under an impossible key so that validation names it.
+    if (eq < 0) labels[`${pair}=`] = ''
+    else labels[pair.slice(0, eq).trim()] = pair.slice(eq + 1).trim()
+  }
+  return labels
+}
+const LABEL_NAME = /^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/
+const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/
+/** A qualified label key (`[prefix/]name`) that a kubelet may set on its own Node. */
+function validNodeLabelKey(key: string): boolean {
+  const slash = key.indexOf('/')
+  const prefix = slash < 0 ? undefined : key.slice(0, slash)
+  const name = slash < 0 ? key : key.slice(slash + 1)
+  if (!LABEL_NAME.test(name) || (prefix !== undefined && (prefix.length > 253 || !DNS_SUBDOMAIN.test(prefix)))) return false
+  // The kubelet refuses unknown kubernetes.io and k8s.io labels at start-up, as NodeRestriction would.
+  return !isKubernetesLabel(key) || isKubeletLabel(key)
+}
+const nodeLabels = z.preprocess(
+  parseNodeLabels,
+  z.record(z.string(), z.string()).refine((labels) => Object.entries(labels).every(([k, v]) => validNodeLabelKey(k) && (v === '' || LABEL_NAME.test(v)))),
+)
+
 /**
  * The schema of a complete configuration. Every key has its default here, so parsing `{}` gives the
  * agent's defaults (mode-dependent ones, marked "per mode", are resolved in {@link resolveModeDefaults}).
@@ -57,6 +87,8 @@ export const agentConfigSchema = z
     manifestDir: z.string().startsWith('/').default('/etc/kubevol/manifests'),
     manifestRescanMs: millis(10).default(20_000),
     controllerAttachDetach: z.boolean().optional(),
+    registerNode: z.boolean().optional(),
+    nodeLabels: nodeLabels.default({}),
     kubeconfig: z.string().min(1).optional(),
     objectCacheTtlMs: millis(0).default(5_000),
     nodeStatusPeriodMs: millis(10).default(10_000),
@@ -89,6 +121,7 @@ export type AgentConfigInput = z.input<typeof agentConfigSchema>
 /** The configuration with the mode-dependent defaults resolved. */
 export type ResolvedAgentConfig = AgentConfig & {
   readonly controllerAttachDetach: boolean
+  readonly registerNode: boolean
   readonly postEvents: boolean
   readonly finalizePodDeletion: boolean
   readonly pluginRegistration: boolean
@@ -104,6 +137,7 @@ export function resolveModeDefaults(config: AgentConfig): ResolvedAgentConfig {
   return {
     ...config,
     controllerAttachDetach: config.controllerAttachDetach ?? api,
+    registerNode: config.registerNode ?? api,
     postEvents: config.postEvents ?? api,
     finalizePodDeletion: config.finalizePodDeletion ?? api,
     pluginRegistration: config.pluginRegistration ?? config.host === 'linux',
@@ -127,6 +161,20 @@ export const AGENT_OPTIONS: readonly AgentOption[] = [
   option('manifestDir', 'string', 'Static mode: the directory of Pod, PVC, PV, ConfigMap, Secret and CSIDriver manifests.', 'an absolute path', '/etc/kubevol/manifests'),
   option('manifestRescanMs', 'integer', 'Static mode: how often the manifest directory is read again besides watching it.', `${ms}, at least 10`, '20000'),
   option('controllerAttachDetach', 'boolean', 'An attach/detach controller attaches volumes (kubevol waits); false: kubevol attaches itself.', 'true or false', 'false in static mode, true in API mode'),
+  option(
+    'registerNode',
+    'boolean',
+    "API mode: create this node's Node object when it does not exist, as the kubelet registers its node (labels kubernetes.io/hostname, os, arch and nodeLabels).",
+    'true or false',
+    'true in API mode',
+  ),
+  option(
+    'nodeLabels',
+    'string',
+    "API mode: labels of a Node kubevol registers, as the kubelet's --node-labels (a config file may give a map).",
+    'KEY=VALUE pairs separated by commas; a kubernetes.io or k8s.io key only if a kubelet may set it (kubernetes.io/hostname, ..., or under node.kubernetes.io/ or kubelet.kubernetes.io/)',
+    'none',
+  ),
   option('kubeconfig', 'string', 'API mode: the kubeconfig file.', 'a file path', 'in-cluster config, else $KUBECONFIG or ~/.kube/config'),
   option('objectCacheTtlMs', 'integer', 'API mode: how long a PVC, PV, ConfigMap, Secret or CSIDriver read is reused.', `${ms}, 0 or more`, '5000'),
   option('nodeStatusPeriodMs', 'integer', 'API mode: how often node.status.volumesInUse is checked besides on every change.', `${ms}, at least 10`, '10000'),

@@ -3,6 +3,8 @@
  * `makeInformer`, keeps the field selector a node identity needs), restarted after every error with
  * a doubling delay. A 410 Expired (an ERROR event in the stream, or an HTTP 410) makes ListWatch
  * list again from scratch; a list or watch that fails otherwise stops it, which is why this exists.
+ * ListWatch relists after a 410 silently, so the watch it is given is wrapped to notice the 410: the
+ * relist is logged (resource, the expired resourceVersion) and counted as a restart (`expired`).
  */
 import { ListWatch, type Watch } from '@kubernetes/client-node'
 import type { KubernetesObject } from '@kubernetes/client-node'
@@ -27,7 +29,7 @@ export interface InformerOptions<T extends KubernetesObject> {
   onList(items: T[]): void
   onUpsert(object: T): void
   onDelete(object: T): void
-  /** A restart was scheduled (for metrics): `error`, `forbidden`, ... */
+  /** A restart was scheduled (for metrics): `error`, `forbidden`, `expired` (a relist after 410), ... */
   onRestart?(reason: string): void
 }
 
@@ -48,7 +50,33 @@ export function createInformer<T extends KubernetesObject>(options: InformerOpti
   let attempt = 0
   let timer: NodeJS.Timeout | undefined
 
+  /** The resourceVersion a watch was refused with 410 Expired, until the relist it causes. */
+  let expired: string | undefined
+  const is410 = (value: unknown): boolean => {
+    const v = value as { code?: unknown; statusCode?: unknown } | null | undefined
+    return v?.code === 410 || v?.statusCode === 410
+  }
+  const watch: Watch = Object.create(options.watch)
+  watch.watch = (path, query, callback, done) =>
+    options.watch.watch(
+      path,
+      query,
+      (phase, object, raw) => {
+        if (phase === 'ERROR' && is410(object)) expired = String(query.resourceVersion ?? '')
+        callback(phase, object, raw)
+      },
+      (err) => {
+        if (is410(err)) expired = String(query.resourceVersion ?? '')
+        done(err)
+      },
+    )
+
   const listFn = async () => {
+    if (expired !== undefined && !stopped) {
+      logger.info(`Watch of ${resource} expired; listing again`, { resource, resourceVersion: expired })
+      options.onRestart?.('expired')
+      expired = undefined
+    }
     const list = await options.list()
     const items = list.items.map((item) => toPlain<T>(item))
     synced = true
@@ -56,7 +84,7 @@ export function createInformer<T extends KubernetesObject>(options: InformerOpti
     options.onList(items)
     return { ...list, items }
   }
-  const lw = new ListWatch<T>(options.path, options.watch, listFn, false, undefined, options.fieldSelector)
+  const lw = new ListWatch<T>(options.path, watch, listFn, false, undefined, options.fieldSelector)
   const seen = (object: T): void => {
     attempt = 0
     options.onUpsert(object)

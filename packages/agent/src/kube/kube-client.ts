@@ -58,12 +58,40 @@ export function statusCodeOf(err: unknown): number | undefined {
   return undefined
 }
 
-/** A short message for a failed call: the API Status's message when there is one. */
+/**
+ * The API's `Status` of a failed call, if it sent one. client-node 1.x keeps the response body as
+ * text (JSON), so it is parsed here; a watch's error may carry the object itself.
+ */
+export function apiStatusOf(err: unknown): { readonly code?: number; readonly reason?: string; readonly message: string } | undefined {
+  let body: unknown = err instanceof ApiException ? err.body : undefined
+  if (typeof body === 'string') {
+    try {
+      body = JSON.parse(body)
+    } catch {
+      return undefined
+    }
+  }
+  if (typeof body !== 'object' || body === null) return undefined
+  const status = body as { kind?: unknown; code?: unknown; reason?: unknown; message?: unknown }
+  if (typeof status.message !== 'string' || status.message === '') return undefined
+  return {
+    message: status.message,
+    ...(typeof status.code === 'number' ? { code: status.code } : {}),
+    ...(typeof status.reason === 'string' ? { reason: status.reason } : {}),
+  }
+}
+
+/**
+ * A short message for a failed call: the API Status's message, as the Go client's error reads
+ * (`nodes "n1" not found`); else the HTTP code and the start of the body; never a whole JSON body
+ * or the client's multi-line exception text.
+ */
 export function apiErrorMessage(err: unknown): string {
+  const status = apiStatusOf(err)
+  if (status) return status.message
   if (err instanceof ApiException) {
-    const body = err.body as { message?: unknown; reason?: unknown } | string | undefined
-    if (typeof body === 'object' && body && typeof body.message === 'string') return `${err.code} ${String(body.reason ?? '')}: ${body.message}`.replace(' : ', ': ')
-    return `HTTP ${err.code}${typeof body === 'string' && body ? `: ${body.slice(0, 200)}` : ''}`
+    const body = typeof err.body === 'string' ? err.body.replace(/\s+/g, ' ').trim() : ''
+    return `HTTP ${err.code}${body ? `: ${body.slice(0, 200)}` : ''}`
   }
   return err instanceof Error ? err.message : String(err)
 }

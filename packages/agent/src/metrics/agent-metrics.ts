@@ -134,7 +134,7 @@ export class AgentMetrics implements Metrics {
     this.events = new Counter({ name: 'kubevol_events_total', help: 'Events recorded, repeats included.', labelNames: ['type', 'reason'], registers })
     this.watchRestarts = new Counter({
       name: 'kubevol_watch_restarts_total',
-      help: 'Lists and watches of the Kubernetes API restarted after an error.',
+      help: 'Lists and watches of the Kubernetes API restarted after an error, or listed again after a 410 Expired (reason "expired").',
       labelNames: ['resource', 'reason'],
       registers,
     })

@@ -1,0 +1,206 @@
+/**
+ * Node registration as the kubelet does it (`registerWithAPIServer`): at start, GET this node's
+ * Node. Missing, and registration on: create it with the labels `kubernetes.io/hostname`,
+ * `kubernetes.io/os`, `kubernetes.io/arch` (Go's names), the configured `nodeLabels`, and, when the
+ * attach/detach controller is to attach (`controllerAttachDetach`), the annotation
+ * `volumes.kubernetes.io/controller-managed-attach-detach: "true"`; no capacity or allocatable,
+ * since kubevol manages no CPU, memory or pods. Existing: the annotation is set or removed to match
+ * `controllerAttachDetach` (a merge patch of the metadata), as the kubelet reconciles it.
+ *
+ * Missing with registration off: one warning, then checks again with a doubling delay, and the
+ * readiness check says the Node does not exist until it appears.
+ */
+import { arch as processArch, platform as processPlatform } from 'node:process'
+import type { V1Node } from '@kubernetes/client-node'
+import type { Logger } from '@kubevol/core'
+import { type KubeClients, MERGE_PATCH, apiErrorMessage, statusCodeOf } from './kube-client.js'
+
+/** The annotation that hands a node's attach and detach to the attach/detach controller. */
+export const CONTROLLER_MANAGED_ATTACH_DETACH = 'volumes.kubernetes.io/controller-managed-attach-detach'
+
+/** Node.js's `process.arch` as Go's `GOARCH`, which `kubernetes.io/arch` carries. */
+const GO_ARCH: Readonly<Record<string, string>> = { x64: 'amd64', ia32: '386', arm64: 'arm64', arm: 'arm', ppc64: 'ppc64le', s390x: 's390x', riscv64: 'riscv64', loong64: 'loong64', mips: 'mips', mipsel: 'mipsle' }
+/** Node.js's `process.platform` as Go's `GOOS`. */
+const GO_OS: Readonly<Record<string, string>> = { win32: 'windows' }
+
+export const goArch = (arch: string = processArch): string => GO_ARCH[arch] ?? arch
+export const goOs = (platform: string = processPlatform): string => GO_OS[platform] ?? platform
+
+export interface NodeRegistrationOptions {
+  readonly clients: KubeClients
+  readonly nodeName: string
+  /** Create the Node when it is missing. */
+  readonly register: boolean
+  /** Extra labels of a created Node. */
+  readonly labels: Readonly<Record<string, string>>
+  /** Annotate the Node for the attach/detach controller (else remove the annotation). */
+  readonly controllerAttachDetach: boolean
+  /** First delay before checking again; doubles up to `maxRetryMs`. */
+  readonly retryMs: number
+  /** @default 30000 */
+  readonly maxRetryMs?: number
+  readonly logger: Logger
+}
+
+export type NodeRegistrationState = 'pending' | 'ready' | 'missing' | 'failed'
+
+export interface NodeRegistration {
+  /** Starts checking (in the background) until the Node exists as it should. */
+  start(): void
+  stop(): void
+  /** Resolves once the Node exists as it should (never, while it is missing). */
+  readonly ready: Promise<void>
+  readonly state: NodeRegistrationState
+  /** The readiness check: ok once the Node exists; otherwise why not. */
+  check(): { readonly ok: boolean; readonly message?: string }
+  /** The Node went missing after start (a 404 elsewhere): readiness fails until it is back. */
+  nodeMissing(): void
+}
+
+/** The labels of a Node kubevol registers, as the kubelet's `initialNode` sets them. */
+export function initialNodeLabels(nodeName: string, extra: Readonly<Record<string, string>>): Record<string, string> {
+  return { ...extra, 'kubernetes.io/hostname': nodeName, 'kubernetes.io/os': goOs(), 'kubernetes.io/arch': goArch() }
+}
+
+/** Creates the registration; `start()` runs it. */
+export function createNodeRegistration(options: NodeRegistrationOptions): NodeRegistration {
+  const { clients, nodeName, logger } = options
+  const maxRetryMs = options.maxRetryMs ?? 30_000
+  let state: NodeRegistrationState = 'pending'
+  let lastError: string | undefined
+  let warned: string | undefined
+  let attempt = 0
+  let timer: NodeJS.Timeout | undefined
+  let stopped = true
+  let running = false
+  let resolveReady: () => void = () => {}
+  const ready = new Promise<void>((resolve) => (resolveReady = resolve))
+
+  /** One warning per distinct problem, not one per retry. */
+  const warnOnce = (message: string, fields: Record<string, unknown>): void => {
+    if (warned === message) return
+    warned = message
+    logger.warn(message, fields)
+  }
+
+  const create = async (): Promise<void> => {
+    const annotations = options.controllerAttachDetach ? { [CONTROLLER_MANAGED_ATTACH_DETACH]: 'true' } : undefined
+    const body: V1Node = { apiVersion: 'v1', kind: 'Node', metadata: { name: nodeName, labels: initialNodeLabels(nodeName, options.labels), ...(annotations ? { annotations } : {}) } }
+    try {
+      await clients.core.createNode({ body })
+      logger.info('Registered the node', { node: nodeName, labels: body.metadata?.labels, controllerAttachDetach: options.controllerAttachDetach })
+    } catch (err) {
+      // Someone else (an earlier run, another registrar) created it: reconcile the existing one next.
+      if (statusCodeOf(err) !== 409) throw err
+    }
+  }
+
+  /** Sets or removes the controller-managed annotation on an existing Node. */
+  const reconcile = async (node: V1Node): Promise<void> => {
+    const has = node.metadata?.annotations?.[CONTROLLER_MANAGED_ATTACH_DETACH] !== undefined
+    const correct = node.metadata?.annotations?.[CONTROLLER_MANAGED_ATTACH_DETACH] === 'true'
+    if (options.controllerAttachDetach ? correct : !has) return
+    const value = options.controllerAttachDetach ? 'true' : null
+    await clients.core.patchNode({ name: nodeName, body: { metadata: { annotations: { [CONTROLLER_MANAGED_ATTACH_DETACH]: value } } } }, MERGE_PATCH)
+    logger.info(options.controllerAttachDetach ? 'Annotated the node for controller attach/detach' : 'Removed the controller attach/detach annotation from the node', { node: nodeName })
+  }
+
+  /** One check; true when done. */
+  const once = async (): Promise<boolean> => {
+    let node: V1Node | undefined
+    try {
+      node = await clients.core.readNode({ name: nodeName })
+    } catch (err) {
+      if (statusCodeOf(err) !== 404) throw err
+    }
+    if (!node) {
+      if (!options.register) {
+        state = 'missing'
+        lastError = `the Node object ${nodeName} does not exist (registerNode is off: create it, or run with --register-node)`
+        warnOnce(`The Node object ${nodeName} does not exist and registerNode is off; waiting for it`, { node: nodeName })
+        return false
+      }
+      await create()
+      node = await clients.core.readNode({ name: nodeName })
+    }
+    await reconcile(node)
+    return true
+  }
+
+  const schedule = (): void => {
+    if (stopped || running) return
+    running = true
+    void once()
+      .catch((err: unknown) => {
+        state = state === 'missing' ? state : 'failed'
+        lastError = apiErrorMessage(err)
+        warnOnce(`Registering the node failed: ${lastError}`, { node: nodeName })
+        return false
+      })
+      .then((done) => {
+        running = false
+        if (done) {
+          state = 'ready'
+          lastError = undefined
+          attempt = 0
+          if (warned !== undefined) logger.info('The Node object exists', { node: nodeName })
+          warned = undefined
+          resolveReady()
+          return
+        }
+        if (stopped) return
+        const delay = Math.min(options.retryMs * 2 ** attempt, maxRetryMs)
+        attempt++
+        timer = setTimeout(() => {
+          timer = undefined
+          schedule()
+        }, delay)
+        timer.unref?.()
+      })
+  }
+
+  return {
+    ready,
+    get state() {
+      return state
+    },
+    start() {
+      stopped = false
+      schedule()
+    },
+    stop() {
+      stopped = true
+      if (timer) clearTimeout(timer)
+      timer = undefined
+    },
+    check() {
+      if (state === 'ready') return { ok: true }
+      if (state === 'pending') return { ok: false, message: `checking the Node object ${nodeName}` }
+      return { ok: false, message: lastError ?? `the Node object ${nodeName} is not ready` }
+    },
+    nodeMissing() {
+      if (state !== 'ready') return
+      // The kubelet registers once per start; a Node deleted later is only reported, not re-created.
+      state = 'missing'
+      lastError = `the Node object ${nodeName} does not exist`
+      warnOnce(`The Node object ${nodeName} does not exist`, { node: nodeName })
+      const recheck = (): void => {
+        if (stopped || state === 'ready') return
+        void clients.core.readNode({ name: nodeName }).then(
+          () => {
+            state = 'ready'
+            lastError = undefined
+            warned = undefined
+            logger.info('The Node object exists', { node: nodeName })
+          },
+          () => {
+            timer = setTimeout(recheck, Math.min(options.retryMs * 2 ** attempt++, maxRetryMs))
+            timer.unref?.()
+          },
+        )
+      }
+      attempt = 0
+      recheck()
+    },
+  }
+}
