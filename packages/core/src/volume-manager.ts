@@ -313,7 +313,7 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
   }
   const executor = new OperationExecutor(ctx, pending)
   executor.subscribe((operation) => emit({ type: 'operation', operation }))
-  const populator = new Populator({ dsw, asw, pods: options.podSource, objects: options.objects, logger })
+  const populator = new Populator({ dsw, asw, pods: options.podSource, objects: options.objects, plugins: pluginManager, logger })
   let hadAddedPods = false
   // Volumes reconstruction found, to be marked reported in use once the desired state is populated.
   let reconstructedToReport: readonly UniqueVolumeName[] = []

@@ -6,8 +6,8 @@
 import type { VolumePlugin } from '../plugins/plugin.js'
 import type { UniquePodName, UniqueVolumeName } from '../api/names.js'
 import type { VolumeSpec } from '../api/volume-spec.js'
-import { KubevolError } from '../errors.js'
-import type { PluginManager } from '../plugins/plugin-manager.js'
+import { KubevolError, VolumeSpecError, errorMessage } from '../errors.js'
+import { type PluginManager, uniqueVolumeNameOf } from '../plugins/plugin-manager.js'
 import { ChangeFeed } from './change-feed.js'
 import { SmallMap } from './small-map.js'
 
@@ -140,10 +140,36 @@ export class ActualStateOfWorld {
 
   // ---- attach ------------------------------------------------------------------------------
 
-  /** Adds the volume (or updates its device path and attachability). */
-  markVolumeAsAttached(volumeName: UniqueVolumeName, spec: VolumeSpec, devicePath: string): void {
+  /**
+   * Adds the volume (or updates its device path and attachability); returns its unique name. An
+   * empty `volumeName` is derived from the spec through its attachable plugin, as the kubelet's
+   * `addVolume` does (SPEC §3.3); throws "failed to get AttachablePlugin from volumeSpec for volume
+   * %q err=%v" when no plugin attaches it.
+   */
+  markVolumeAsAttached(volumeName: UniqueVolumeName, spec: VolumeSpec, devicePath: string): UniqueVolumeName {
     const attachable = this.#attachability(spec)
-    this.#addVolume(volumeName, spec, devicePath, attachable)
+    const name = volumeName || this.#attachableVolumeName(spec)
+    this.#addVolume(name, spec, devicePath, attachable)
+    return name
+  }
+
+  #attachableVolumeName(spec: VolumeSpec): UniqueVolumeName {
+    let plugin: VolumePlugin | null
+    try {
+      plugin = this.#plugins.findAttachablePluginBySpec(spec)
+    } catch (err) {
+      throw new VolumeSpecError(`failed to get AttachablePlugin from volumeSpec for volume "${spec.name}" err=${errorMessage(err)}`, { cause: err })
+    }
+    if (!plugin) throw new VolumeSpecError(`failed to get AttachablePlugin from volumeSpec for volume "${spec.name}" err=<nil>`)
+    try {
+      // An attachable plugin always names the volume by its device: no pod is needed.
+      return uniqueVolumeNameOf(plugin, spec, '')
+    } catch (err) {
+      throw new VolumeSpecError(
+        `failed to GetUniqueVolumeNameFromSpec for volumeSpec "${spec.name}" using volume plugin "${plugin.name}" err=${errorMessage(err)}`,
+        { cause: err },
+      )
+    }
   }
 
   /** Like {@link markVolumeAsAttached}, with attachability unknown (reconstruction). */

@@ -5,12 +5,12 @@
  */
 import type { Pod, SELinuxOptions } from '../api/kubernetes.js'
 import { volumeSELinuxLabel } from '../api/selinux.js'
-import { type UniquePodName, type UniqueVolumeName, uniqueVolumeNameForPod, uniqueVolumeNameFromDevice } from '../api/names.js'
+import type { UniquePodName, UniqueVolumeName } from '../api/names.js'
 import { parseQuantity, storageOf } from '../api/quantity.js'
 import { type VolumeSpec, accessModesOf, volumeGidValueOf } from '../api/volume-spec.js'
 import type { Clock } from '../clock.js'
 import { VolumeSpecError, errorMessage } from '../errors.js'
-import type { PluginManager } from '../plugins/plugin-manager.js'
+import { type PluginManager, uniqueVolumeNameOf } from '../plugins/plugin-manager.js'
 import { ChangeFeed } from './change-feed.js'
 import { flatString } from './flat-string.js'
 import { SmallMap } from './small-map.js'
@@ -137,6 +137,8 @@ export class DesiredStateOfWorld {
    * with true when only the remount period sees its content change (see `refreshOnEvents`).
    */
   readonly #remountVolumes = new Map<UniquePodName, Map<UniqueVolumeName, boolean>>()
+  /** Volumes whose plugin attaches them, so the attachability check does not scan every volume. */
+  readonly #attachable = new Set<UniqueVolumeName>()
   readonly #plugins: PluginManager
   readonly #clock: Clock
   #seLinuxEnabled = false
@@ -170,10 +172,7 @@ export class DesiredStateOfWorld {
     const deviceMountable = plugin.deviceMount?.canDeviceMount(spec) ?? false
     let volumeName: UniqueVolumeName
     try {
-      volumeName =
-        attachable || deviceMountable
-          ? uniqueVolumeNameFromDevice(plugin.name, plugin.getVolumeName(spec))
-          : uniqueVolumeNameForPod(plugin.name, podName, spec.name)
+      volumeName = uniqueVolumeNameOf(plugin, spec, podName)
       // The caches, the journal and every operation keep this name as long as the volume exists.
       volumeName = flatString(volumeName)
     } catch (err) {
@@ -207,6 +206,7 @@ export class DesiredStateOfWorld {
         seLinuxLabel,
       })
       this.#volumes.set(volumeName, volume)
+      if (attachable) this.#attachable.add(volumeName)
     }
     const existing = volume.pods.get(podName)
     const now = this.#clock.now()
@@ -235,7 +235,10 @@ export class DesiredStateOfWorld {
     this.#podErrors.delete(podName)
     const volume = this.#volumes.get(volumeName)
     if (!volume?.pods.delete(podName)) return
-    if (volume.pods.size === 0) this.#volumes.delete(volumeName)
+    if (volume.pods.size === 0) {
+      this.#volumes.delete(volumeName)
+      this.#attachable.delete(volumeName)
+    }
     const podVolumes = this.#podVolumes.get(podName)
     podVolumes?.delete(volumeName)
     if (podVolumes?.size === 0) this.#podVolumes.delete(podName)
@@ -285,8 +288,23 @@ export class DesiredStateOfWorld {
     const volume = this.#volumes.get(volumeName)
     if (volume && volume.pluginIsAttachable !== attachable) {
       volume.pluginIsAttachable = attachable
+      if (attachable) this.#attachable.add(volumeName)
+      else this.#attachable.delete(volumeName)
       this.changes.emit(volumeName)
     }
+  }
+
+  /** The volumes desired as attachable, each with the spec of one of its pods. */
+  attachableVolumes(): { readonly volumeName: UniqueVolumeName; readonly spec: VolumeSpec }[] {
+    const result: { volumeName: UniqueVolumeName; spec: VolumeSpec }[] = []
+    for (const volumeName of this.#attachable) {
+      let spec: VolumeSpec | undefined
+      this.#volumes.get(volumeName)?.pods.forEach((pod) => {
+        spec ??= pod.spec
+      })
+      if (spec) result.push({ volumeName, spec })
+    }
+    return result
   }
 
   /** Sets the size the file system should be expanded to (bytes). */

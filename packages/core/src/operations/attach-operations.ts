@@ -7,6 +7,7 @@ import { storageOf } from '../api/quantity.js'
 import type { AttachedVolume } from '../cache/actual-state.js'
 import { errorMessage, failureKind } from '../errors.js'
 import type { VolumePlugin } from '../plugins/plugin.js'
+import { volumeNameInUniqueName } from '../plugins/plugin-manager.js'
 import { type OperationContext, emitEvent, simpleMessage, stepFailed, subjectOf } from './context.js'
 import type { GeneratedOperation, MountRequestVolume } from './mount-operations.js'
 
@@ -127,7 +128,7 @@ export function generateDetachVolume(ctx: OperationContext, av: AttachedVolume):
       try {
         volumeName = plugin.getVolumeName(av.spec)
       } catch {
-        volumeName = av.volumeName.slice(plugin.name.length + 1)
+        volumeName = volumeNameInUniqueName(plugin, av.volumeName)
       }
       try {
         await attach.detach(volumeName, ctx.nodeName)

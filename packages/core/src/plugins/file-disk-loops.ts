@@ -155,3 +155,48 @@ export function createFileDiskLoops(context: VolumePluginContext, options: { rea
     },
   }
 }
+
+/**
+ * Which image a device mount path (or block map path) attached in its own step: a fileDisk volume
+ * the node need not attach (CSIDriver `attachRequired: false`) has its loop device attached when
+ * its device is mounted or set up, and detached when that is undone. The undoing step is given
+ * only the path, so the path's record names the image. Written before the attach, so a crash
+ * right after it still leaves the loop device to be detached; removed once it is.
+ */
+export interface StagedImages {
+  /** Records that the step at `path` attaches `image` (durably, before it does). */
+  staged(path: string, image: string): Promise<void>
+  /** The image the step at `path` attached, if it did. */
+  imageStagedAt(path: string): Promise<string | undefined>
+  /** Forgets the record of `path` (its loop device was detached). */
+  unstaged(path: string): Promise<void>
+}
+
+/** Records live in `<pluginDir>/staged`, one per path. */
+export function createStagedImages(context: VolumePluginContext, pluginDir: string): StagedImages {
+  const dir = () => joinPath(pluginDir, 'staged')
+  const recordPath = (path: string) => joinPath(dir(), `${fnv1a64(path)}.json`)
+  return {
+    async staged(path, image) {
+      const { host } = context
+      await host.mkdir(dir(), { recursive: true, mode: 0o750 })
+      const file = recordPath(path)
+      await host.writeFile(`${file}.tmp`, JSON.stringify({ path, image }), { mode: 0o600 })
+      await host.rename(`${file}.tmp`, file)
+    },
+    async imageStagedAt(path) {
+      const { host } = context
+      if (!(await host.lstat(recordPath(path)))) return undefined
+      try {
+        const record = JSON.parse(decodeUtf8(await host.readFile(recordPath(path)))) as { path?: string; image?: string }
+        return record.path === path && typeof record.image === 'string' ? record.image : undefined
+      } catch (err) {
+        context.logger.warn('Ignoring an unreadable fileDisk stage record', { path, err: String(err) })
+        return undefined
+      }
+    },
+    async unstaged(path) {
+      if (await context.host.lstat(recordPath(path))) await context.host.remove(recordPath(path))
+    },
+  }
+}

@@ -13,7 +13,8 @@
  */
 import type { VolumeSpec } from '../api/volume-spec.js'
 import { joinPath } from '../paths.js'
-import { type FileDiskLoops, createFileDiskLoops } from './file-disk-loops.js'
+import { createCsiDriverObjects } from './csi/driver-objects.js'
+import { type FileDiskLoops, createFileDiskLoops, createStagedImages } from './file-disk-loops.js'
 import type { DeviceMountCapability, VolumePlugin, VolumePluginContext } from './plugin.js'
 import { createBindMounter, createBindUnmounter } from './util/bind-into-pod.js'
 import { globalDeviceMount } from './util/safe-format-and-mount.js'
@@ -21,6 +22,12 @@ import { globalDeviceMount } from './util/safe-format-and-mount.js'
 export const FILE_DISK_PLUGIN_NAME = 'kubevol.io/file-disk'
 /** The CSI driver name a PV uses to ask for a fileDisk volume. */
 export const FILE_DISK_DRIVER = 'filedisk.kubevol.io'
+/**
+ * The plugin part of a fileDisk volume's unique name: the kubelet's CSI plugin name, so that a
+ * volume is `kubernetes.io/csi/filedisk.kubevol.io^<volumeHandle>`, the name the attach/detach
+ * controller lists in `status.volumesAttached` and expects in `status.volumesInUse`.
+ */
+const UNIQUE_NAME_PREFIX = 'kubernetes.io/csi'
 
 function imageOf(spec: VolumeSpec): { image: string; fsType: string } | undefined {
   const csi = spec.persistentVolume?.spec?.csi
@@ -41,6 +48,20 @@ export function createFileDiskPlugin(): VolumePlugin {
   let context: VolumePluginContext
   let deviceMount: DeviceMountCapability | undefined
   let ownLoops: FileDiskLoops | undefined
+  const driverObjects = createCsiDriverObjects(() => context.objects)
+  /**
+   * The kubelet's CSI rule (`skipAttach`): attach unless the CSIDriver object says
+   * `attachRequired: false`. No object, or none readable yet, means attach; a first call starts
+   * reading it, and object changes read it again.
+   */
+  const attachRequired = (): boolean => {
+    const object = driverObjects.peek(FILE_DISK_DRIVER)
+    if (object === undefined) readDriverObject()
+    return object?.spec?.attachRequired !== false
+  }
+  const readDriverObject = (): void => {
+    driverObjects.fetch(FILE_DISK_DRIVER).catch((err: unknown) => context.logger.warn('Could not read the fileDisk CSIDriver object', { driver: FILE_DISK_DRIVER, err: String(err) }))
+  }
   const loops = () => {
     const loop = context.host.loopDevices
     if (!loop) throw new Error(`${FILE_DISK_DRIVER} volumes need a host that can attach loop devices`)
@@ -49,13 +70,15 @@ export function createFileDiskPlugin(): VolumePlugin {
   // Made on first use: the context is known only once the plugin manager has called init.
   const attachments = () =>
     (ownLoops ??= createFileDiskLoops(context, { driver: FILE_DISK_DRIVER, pluginDir: context.paths.pluginDir(FILE_DISK_PLUGIN_NAME), loops }))
+  let ownStaged: ReturnType<typeof createStagedImages> | undefined
+  const staged = () => (ownStaged ??= createStagedImages(context, context.paths.pluginDir(FILE_DISK_PLUGIN_NAME)))
   const globalPath = (spec: VolumeSpec): string => joinPath(context.paths.pluginDir(FILE_DISK_PLUGIN_NAME), 'mounts', spec.name)
-  /** kubevol's own uses of the volume's device: its device mount path, binds into pods, the reported attach. */
+  const mapPath = (spec: VolumeSpec): string => joinPath(context.paths.volumeDevicePluginDir(FILE_DISK_PLUGIN_NAME), spec.name)
+  /** kubevol's own uses of the volume's device: its device mount path, its block map path, binds into pods, the reported attach. */
   const ownUse = (spec: VolumeSpec, reported?: string) => ({
-    ownMount: (target: string) => target === globalPath(spec) || target.startsWith(`${context.paths.podsDir}/`),
+    ownMount: (target: string) => target === globalPath(spec) || target.startsWith(`${mapPath(spec)}/`) || target.startsWith(`${context.paths.podsDir}/`),
     reported,
   })
-  const mapPath = (spec: VolumeSpec): string => joinPath(context.paths.volumeDevicePluginDir(FILE_DISK_PLUGIN_NAME), spec.name)
   const pluginData = (podUID: string, name: string): string => joinPath(context.paths.podPluginDir(podUID, FILE_DISK_PLUGIN_NAME), name)
 
   /**
@@ -78,13 +101,41 @@ export function createFileDiskPlugin(): VolumePlugin {
     return attachments().attach(image, ownUse(spec, reported))
   }
 
+  /**
+   * The device step's attach of a volume the node need not attach (SPEC §7.7: the device step of a
+   * CSI volume without attach). Recorded first, so that undoing the step at `path` detaches it,
+   * after a restart too. An attachable volume was attached by its attach step: only checked again.
+   */
+  async function attachInDeviceStep(spec: VolumeSpec, path: string, reported?: string): Promise<string> {
+    if (!attachRequired()) await staged().staged(path, requireImage(spec).image)
+    return attachImage(spec, reported)
+  }
+
+  /** Undoes {@link attachInDeviceStep} once the device at `path` is unmounted or torn down. */
+  async function detachInDeviceStep(path: string): Promise<void> {
+    const image = await staged().imageStagedAt(path)
+    if (image === undefined) return
+    await attachments().detach(image)
+    await staged().unstaged(path)
+  }
+
+  /** `<driver>^<handle>`, or a bare handle from a name made before the CSI form. */
+  const imageOfVolumeName = (volumeName: string): string =>
+    volumeName.startsWith(`${FILE_DISK_DRIVER}^`) ? volumeName.slice(FILE_DISK_DRIVER.length + 1) : volumeName
+
   return {
     name: FILE_DISK_PLUGIN_NAME,
     init(ctx) {
       context = ctx
+      readDriverObject()
+      ctx.objects.subscribe?.((changed) => {
+        if (!changed || changed.kind === 'CSIDriver') void driverObjects.refreshAll()
+      })
     },
     canSupport: (spec) => imageOf(spec) !== undefined,
-    getVolumeName: (spec) => requireImage(spec).image,
+    // As the CSI plugin names a volume: `<driver>^<volumeHandle>`.
+    getVolumeName: (spec) => `${FILE_DISK_DRIVER}^${requireImage(spec).image}`,
+    uniqueNamePrefix: UNIQUE_NAME_PREFIX,
     requiresRemount: () => false,
     supportsMountOption: () => true,
     supportsSELinuxContextMount: () => true,
@@ -106,18 +157,19 @@ export function createFileDiskPlugin(): VolumePlugin {
       return createBindUnmounter(context, context.paths.podVolumeDir(podUID, FILE_DISK_PLUGIN_NAME, innerName), pluginData(podUID, innerName))
     },
     attach: {
-      canAttach: (spec) => imageOf(spec) !== undefined,
+      canAttach: (spec) => imageOf(spec) !== undefined && attachRequired(),
       attach: (spec) => attachImage(spec),
       // The attachment is local to the node and idempotent: waiting for it is making sure of it. After
       // a crash between the journal's intent and the attach itself, this attaches the image again.
       waitForAttach: (spec, devicePath) => attachImage(spec, devicePath),
-      detach: (image) => attachments().detach(image),
+      detach: (volumeName) => attachments().detach(imageOfVolumeName(volumeName)),
     },
     // Made on first use: the host is known only once the plugin manager has called init.
     get deviceMount() {
       if (deviceMount) return deviceMount
       const global = globalDeviceMount(context.host, {
-        canDeviceMount: (spec) => imageOf(spec) !== undefined && spec.persistentVolume?.spec?.volumeMode !== 'Block',
+        // Block volumes too, as CSI PVs: every pod of a volume shares its unique name and device step.
+        canDeviceMount: (spec) => imageOf(spec) !== undefined,
         getDeviceMountPath: globalPath,
         device: (_spec, devicePath) => devicePath,
         fstype: (spec) => requireImage(spec).fsType,
@@ -127,9 +179,13 @@ export function createFileDiskPlugin(): VolumePlugin {
         // Checked again right before fsck and mount: the image may have been taken since the attach,
         // and after a restart the recorded device path may name a loop device that is not ours now.
         async mountDevice(spec, devicePath, deviceMountPath, args) {
-          const device = await attachImage(spec, devicePath)
-          if (device !== devicePath) context.logger.info('fileDisk image is attached elsewhere than recorded', { image: requireImage(spec).image, recorded: devicePath, device })
+          const device = await attachInDeviceStep(spec, deviceMountPath, devicePath)
+          if (devicePath && device !== devicePath) context.logger.info('fileDisk image is attached elsewhere than recorded', { image: requireImage(spec).image, recorded: devicePath, device })
           return global.mountDevice(spec, device, deviceMountPath, args)
+        },
+        async unmountDevice(deviceMountPath) {
+          await global.unmountDevice(deviceMountPath)
+          await detachInDeviceStep(deviceMountPath)
         },
       }
       return deviceMount
@@ -140,12 +196,20 @@ export function createFileDiskPlugin(): VolumePlugin {
         return {
           getGlobalMapPath: mapPath,
           getPodDeviceMapPath: () => ({ dir: context.paths.podVolumeDeviceDir(podUID, FILE_DISK_PLUGIN_NAME), linkName: spec.name }),
+          // The device step: a volume the node need not attach has its loop device attached here.
+          setUpDevice: async () => {
+            await attachInDeviceStep(spec, mapPath(spec))
+            return mapPath(spec)
+          },
+          // The device to link into the pod: kubevol's loop device of the image (the in-use checks again).
+          mapPodDevice: async () => (await attachments().find(requireImage(spec).image, ownUse(spec))) ?? '',
         }
       },
       newBlockVolumeUnmapper(innerName, podUID) {
         return {
           getGlobalMapPath: mapPath,
           getPodDeviceMapPath: () => ({ dir: context.paths.podVolumeDeviceDir(podUID, FILE_DISK_PLUGIN_NAME), linkName: innerName }),
+          tearDownDevice: (path) => detachInDeviceStep(path),
         }
       },
     },

@@ -1,9 +1,28 @@
 /**
  * Finds the plugin for a volume spec or a plugin name (kubelet `VolumePluginMgr`, SPEC §7.1).
  */
+import type { UniquePodName, UniqueVolumeName } from '../api/names.js'
 import type { VolumeSpec } from '../api/volume-spec.js'
 import { ConfigError, VolumeSpecError } from '../errors.js'
 import type { VolumePlugin, VolumePluginContext } from './plugin.js'
+
+/**
+ * The unique name of the volume `spec` describes (SPEC §3.1, kubelet `GetUniqueVolumeNameFromSpec`
+ * and `GetUniqueVolumeName`): `<plugin>/<plugin.getVolumeName(spec)>` when the plugin attaches or
+ * device-mounts it (one device shared by every pod), `<plugin>/<pod>-<spec name>` otherwise. The
+ * plugin part is the plugin's `uniqueNamePrefix` when it has one. Throws what the plugin throws.
+ */
+export function uniqueVolumeNameOf(plugin: VolumePlugin, spec: VolumeSpec, podName: UniquePodName): UniqueVolumeName {
+  const prefix = plugin.uniqueNamePrefix ?? plugin.name
+  const shared = (plugin.attach?.canAttach(spec) ?? false) || (plugin.deviceMount?.canDeviceMount(spec) ?? false)
+  return shared ? `${prefix}/${plugin.getVolumeName(spec)}` : `${prefix}/${podName}-${spec.name}`
+}
+
+/** The plugin's volume name inside a shared-device unique name (what `detach` is given). */
+export function volumeNameInUniqueName(plugin: VolumePlugin, uniqueName: UniqueVolumeName): string {
+  const prefix = `${plugin.uniqueNamePrefix ?? plugin.name}/`
+  return uniqueName.startsWith(prefix) ? uniqueName.slice(prefix.length) : uniqueName.slice(plugin.name.length + 1)
+}
 
 const QUALIFIED_NAME = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/
 

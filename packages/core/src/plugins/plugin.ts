@@ -68,6 +68,13 @@ export interface AttachCapability {
   waitForAttach(spec: VolumeSpec, devicePath: string, pod: Pod, timeoutMs: number): Promise<string>
   /** `volumeName` is `plugin.getVolumeName(spec)`. */
   detach(volumeName: string, nodeName: string): Promise<void>
+  /**
+   * True when the volume cannot be attached because the node ran out of what attaching takes (the
+   * kubelet's `VerifyExhaustedResource`; CSI: the VolumeAttachment's `attachError.errorCode` is
+   * ResourceExhausted). Asked only when a pod's wait for its volumes fails with a volume still not
+   * attached; true turns that failure into the attach-limit error. Absent: never exhausted.
+   */
+  verifyExhaustedResource?(spec: VolumeSpec): Promise<boolean>
 }
 
 export interface DeviceMounterArgs {
@@ -139,6 +146,13 @@ export interface VolumePlugin {
   canSupport(spec: VolumeSpec): boolean
   /** Stable name of the underlying volume (unique names of shared-device volumes use it). */
   getVolumeName(spec: VolumeSpec): string
+  /**
+   * The plugin name unique volume names start with, when it is not `name` (see
+   * `uniqueVolumeNameOf`). A plugin that serves a CSI driver name sets `kubernetes.io/csi`, so its
+   * volumes carry the names the attach/detach controller and the kubelet give a CSI volume (in
+   * `status.volumesAttached` and `status.volumesInUse`); its directories keep `name`.
+   */
+  readonly uniqueNamePrefix?: string
   /** SetUp must run again when the pod is re-synced (configMap, secret, projected, downwardAPI). */
   requiresRemount(spec: VolumeSpec): boolean
   /**

@@ -11,6 +11,7 @@ import type { ActualStateOfWorld } from '../cache/actual-state.js'
 import type { DesiredStateOfWorld } from '../cache/desired-state.js'
 import { errorMessage } from '../errors.js'
 import type { Logger } from '../observability.js'
+import type { PluginManager } from '../plugins/plugin-manager.js'
 import type { ObjectReader, PodSource } from './sources.js'
 import { type ResolvedVolume, resolveVolumeSpec } from './volume-spec-resolver.js'
 
@@ -19,6 +20,7 @@ export interface PopulatorOptions {
   readonly asw: ActualStateOfWorld
   readonly pods: PodSource
   readonly objects: ObjectReader
+  readonly plugins: PluginManager
   readonly logger: Logger
 }
 
@@ -205,8 +207,30 @@ export class Populator {
     asw.initializeClaimSize(volumeName, storageOf(entry.pvc.status?.capacity))
   }
 
+  /**
+   * SPEC §4.5: a desired volume whose plugin no longer attaches it (a CSIDriver object that now says
+   * `attachRequired: false`) is marked so, and its pods mount without waiting for an attach no one
+   * will make. The change comes from an object, not a pod, so every attachable volume is looked at
+   * on every pass (they are few: a node's attach limit bounds them), whatever pods changed.
+   */
+  #refreshAttachability(): void {
+    const { dsw, plugins, logger } = this.#o
+    for (const { volumeName, spec } of dsw.attachableVolumes()) {
+      let attachable: boolean
+      try {
+        attachable = plugins.findAttachablePluginBySpec(spec) !== null
+      } catch {
+        continue
+      }
+      if (attachable) continue
+      logger.info('Volume is no longer attachable', { volume: volumeName })
+      dsw.markVolumeAttachability(volumeName, false)
+    }
+  }
+
   #findAndRemoveDeletedPods(only: ReadonlySet<UniquePodName> | undefined): void {
     const { dsw, asw, pods } = this.#o
+    this.#refreshAttachability()
     // Per pod, not per volume: a pod still running is skipped with one lookup.
     for (const podName of only ?? dsw.getPods()) {
       if (!pods.shouldPodRuntimeBeRemoved(podName)) continue

@@ -5,7 +5,7 @@
  * before the journal), and everything found is marked uncertain, so the normal reconcile pass
  * mounts again what pods still want (set-up is idempotent) and tears down the rest.
  */
-import { type UniqueVolumeName, uniqueVolumeNameForPod, uniqueVolumeNameFromDevice } from '../api/names.js'
+import type { UniqueVolumeName } from '../api/names.js'
 import type { VolumeSpec } from '../api/volume-spec.js'
 import type { ActualStateOfWorld } from '../cache/actual-state.js'
 import { errorMessage } from '../errors.js'
@@ -13,7 +13,8 @@ import type { Host } from '../host/host.js'
 import type { VolumeJournal } from '../journal/journal.js'
 import type { Logger, Metrics } from '../observability.js'
 import type { Paths } from '../paths.js'
-import type { PluginManager } from '../plugins/plugin-manager.js'
+import { type PluginManager, uniqueVolumeNameOf } from '../plugins/plugin-manager.js'
+import { renameJournaledVolumes } from './journal-names.js'
 import { checkJournaledPods } from './journaled-pods.js'
 import { type PodVolumeOnDisk, scanPodVolumes } from './scan.js'
 
@@ -39,6 +40,9 @@ export async function reconstructVolumes(ctx: ReconstructionContext): Promise<Re
   const { asw, logger } = ctx
   const reconstructed = new Set<UniqueVolumeName>()
   const failed: PodVolumeOnDisk[] = []
+
+  // 0. Volumes journaled under a unique name their plugin no longer gives them take the current one.
+  if (ctx.journal) await renameJournaledVolumes(ctx.journal, ctx.plugins, logger)
 
   // 1. The journal: complete specs, device paths, attachments. A set-up whose pod directories are
   // not real directories (a symlink swapped in while kubevol was down) is left out: its tear-down
@@ -113,10 +117,7 @@ async function reconstructOne(ctx: ReconstructionContext, v: PodVolumeOnDisk): P
   // Only a volume with a device is known to be a mount; others may be plain directories. A block
   // volume exists when its link does (the scan found it).
   if (!block && attachable && !(await host.isMountPoint(v.volumePath).catch(() => false))) throw new Error(`volume: "${v.volumePath}" is not mounted`)
-  const volumeName =
-    attachable || deviceMountable
-      ? uniqueVolumeNameFromDevice(plugin.name, plugin.getVolumeName(spec))
-      : uniqueVolumeNameForPod(plugin.name, v.podName, spec.name)
+  const volumeName = uniqueVolumeNameOf(plugin, spec, v.podName)
   if (!asw.volumeExists(volumeName)) asw.addAttachUncertainReconstructedVolume(volumeName, spec, '')
   asw.checkAndMarkVolumeAsUncertainViaReconstruction({
     podName: v.podName,
