@@ -2,17 +2,23 @@
  * local (`kubernetes.io/local-volume`, SPEC §7.5): a PV naming a directory or a block device of this
  * node (`spec.local.path`), tied to the node by its node affinity (checked before mounting).
  *
- * A directory is bound straight into the pod. A device is formatted if blank and mounted once at
- * `plugins/kubernetes.io/local-volume/mounts/<pv>`, then bound into each pod. Whether the path is a
- * device is decided by the PV: `spec.local.fsType` set means a device (the kubelet decides by a stat;
- * the plugin interface decides without I/O). `volumeMode: Block` maps the device into the pod.
+ * As the kubelet's plugin, it is device-mountable whatever the path: a local PV has one unique name,
+ * `kubernetes.io/local-volume/<pv>`, shared by every pod that uses it, and a "device mount path":
+ * - a directory is its own device mount path: nothing is mounted for the device, and each pod gets
+ *   a bind of the directory;
+ * - a device is formatted if blank and mounted once at `plugins/kubernetes.io/local-volume/mounts/<pv>`,
+ *   bound into each pod, and unmounted when the last pod is gone.
+ * Whether the path is a device is decided by the PV: `spec.local.fsType` set means a device (the
+ * kubelet decides by a stat; the plugin interface decides without I/O). `volumeMode: Block` maps
+ * the device into the pod.
  */
 import type { VolumeSpec } from '../api/volume-spec.js'
 import { mountOptionsOf } from '../api/volume-spec.js'
 import { joinPath } from '../paths.js'
 import type { DeviceMountCapability, VolumePlugin, VolumePluginContext } from './plugin.js'
 import { createBindMounter, createBindUnmounter } from './util/bind-into-pod.js'
-import { globalDeviceMount } from './util/safe-format-and-mount.js'
+import { cleanupMountPoint, mountReferences } from './util/cleanup-mount-point.js'
+import { mountDeviceAt } from './util/safe-format-and-mount.js'
 
 export const LOCAL_PLUGIN_NAME = 'kubernetes.io/local-volume'
 
@@ -20,13 +26,22 @@ function localOf(spec: VolumeSpec): { path: string; fsType?: string } | undefine
   return spec.persistentVolume?.spec?.local
 }
 
+/** The kubelet's `getGlobalLocalPath` error for a spec without a path (a reconstructed directory). */
+function localPathOf(spec: VolumeSpec): string {
+  const path = localOf(spec)?.path
+  if (!path) throw new Error('local volume source is nil or local path is not set')
+  return path
+}
+
 export function createLocalPlugin(): VolumePlugin {
   let context: VolumePluginContext
   let deviceMount: DeviceMountCapability | undefined
-  const globalPath = (spec: VolumeSpec): string => joinPath(context.paths.pluginDir(LOCAL_PLUGIN_NAME), 'mounts', spec.name)
+  const mountsDir = (): string => joinPath(context.paths.pluginDir(LOCAL_PLUGIN_NAME), 'mounts')
+  const globalPath = (spec: VolumeSpec): string => joinPath(mountsDir(), spec.name)
   const mapPath = (spec: VolumeSpec): string => joinPath(context.paths.volumeDevicePluginDir(LOCAL_PLUGIN_NAME), spec.name)
   const pluginData = (podUID: string, name: string): string => joinPath(context.paths.podPluginDir(podUID, LOCAL_PLUGIN_NAME), name)
   const isDevice = (spec: VolumeSpec): boolean => Boolean(localOf(spec)?.fsType) && spec.persistentVolume?.spec?.volumeMode !== 'Block'
+  const isGlobalMount = (path: string): boolean => path.startsWith(`${mountsDir()}/`)
 
   return {
     name: LOCAL_PLUGIN_NAME,
@@ -34,6 +49,7 @@ export function createLocalPlugin(): VolumePlugin {
       context = ctx
     },
     canSupport: (spec) => localOf(spec) !== undefined,
+    // Only a PV is a local volume: its name is unique on the node.
     getVolumeName: (spec) => spec.name,
     requiresRemount: () => false,
     supportsMountOption: () => true,
@@ -57,18 +73,58 @@ export function createLocalPlugin(): VolumePlugin {
     newUnmounter(innerName, podUID) {
       return createBindUnmounter(context, context.paths.podVolumeDir(podUID, LOCAL_PLUGIN_NAME, innerName), pluginData(podUID, innerName))
     },
+    /**
+     * The kubelet's ConstructVolumeSpec: a pod mount that shows the global mount of a device names
+     * that device (and its filesystem); for a directory the path stays empty, which is enough to
+     * tear the pod's bind down and leaves the directory alone.
+     */
+    async constructVolumeSpec(innerName, mountPath) {
+      let path = ''
+      let fsType: string | undefined
+      const global = (await mountReferences(context.host, mountPath)).find(isGlobalMount)
+      if (global) {
+        const entry = (await context.host.mounts()).find((m) => m.target === global)
+        path = entry?.source ?? ''
+        fsType = entry?.fstype
+      }
+      return {
+        name: innerName,
+        readOnly: false,
+        persistentVolume: {
+          metadata: { name: innerName },
+          spec: { local: { path, ...(fsType ? { fsType } : {}) }, volumeMode: 'Filesystem' },
+        },
+      }
+    },
     // Made on first use: the host is known only once the plugin manager has called init.
     get deviceMount() {
-      return (deviceMount ??= globalDeviceMount(context.host, {
-        canDeviceMount: isDevice,
-        getDeviceMountPath: globalPath,
-        device: (spec) => {
-          const local = localOf(spec)
-          if (!local) throw new Error(`volume ${spec.name} is not a local volume`)
-          return local.path
+      return (deviceMount ??= {
+        // The kubelet's CanDeviceMount is true for every local volume: one unique name per PV.
+        canDeviceMount: () => true,
+        getDeviceMountPath: (spec) => (isDevice(spec) ? globalPath(spec) : localPathOf(spec)),
+        async mountDevice(spec, _devicePath, deviceMountPath, args) {
+          const path = localPathOf(spec)
+          if (isDevice(spec)) {
+            await mountDeviceAt(context.host, path, deviceMountPath, {
+              fstype: localOf(spec)?.fsType,
+              readOnly: spec.readOnly,
+              mountOptions: mountOptionsOf(spec),
+              seLinuxLabel: args.seLinuxLabel,
+            })
+            return
+          }
+          // A directory is used where it is; the kubelet only checks what the path is.
+          const info = await context.host.stat(path)
+          if (!info) throw new Error(`path "${path}" does not exist`)
+          if (info.type !== 'directory') throw new Error(`only directory and block device are supported (${path} is a ${info.type})`)
         },
-        fstype: (spec) => localOf(spec)?.fsType,
-      }))
+        // Only kubevol's own global mount is ever unmounted: a directory's device mount path is the
+        // node's directory itself, which stays as it is (the kubelet's UnmountDevice does the same).
+        async unmountDevice(deviceMountPath) {
+          if (isGlobalMount(deviceMountPath)) await cleanupMountPoint(context.host, deviceMountPath)
+        },
+        getDeviceMountRefs: (deviceMountPath) => mountReferences(context.host, deviceMountPath),
+      })
     },
     block: {
       newBlockVolumeMapper(spec, pod) {

@@ -130,7 +130,16 @@ async function reconstructOne(ctx: ReconstructionContext, v: PodVolumeOnDisk): P
   if (block) {
     if (attachable || deviceMountable) asw.checkAndMarkDeviceUncertainViaReconstruction(volumeName, block.newBlockVolumeUnmapper(spec.name, v.podName).getGlobalMapPath(spec))
   } else if (deviceMountable && plugin.deviceMount) {
-    asw.checkAndMarkDeviceUncertainViaReconstruction(volumeName, plugin.deviceMount.getDeviceMountPath(spec))
+    // As the kubelet's updateStates: a spec too thin to name its device mount path (a local
+    // directory, whose path the pod's bind does not tell) leaves the device unmarked; the pod's
+    // volume is still reconstructed, so its tear-down runs.
+    let deviceMountPath: string | undefined
+    try {
+      deviceMountPath = plugin.deviceMount.getDeviceMountPath(spec)
+    } catch (err) {
+      ctx.logger.info('Could not find device mount path for volume', { volume: volumeName, err: errorMessage(err) })
+    }
+    if (deviceMountPath) asw.checkAndMarkDeviceUncertainViaReconstruction(volumeName, deviceMountPath)
   }
   return volumeName
 }
