@@ -4,7 +4,7 @@ import { expectHostError } from '@kubevol/core/testing/host-contract'
 import { describe, expect, it } from 'vitest'
 import { describeAsRoot } from '../test/as-root.js'
 import { useLinuxHost } from '../test/harness.js'
-import { fsckVerdict, mkfsArgs, PARTITIONED, parseBlkidExport } from './filesystems.js'
+import { fsckVerdict, mkfsArgs, PARTITIONED, parseBlkidExport, parseFsInfo } from './filesystems.js'
 
 const MiB = 2 ** 20
 
@@ -22,16 +22,29 @@ describe('filesystem tool arguments and answers', () => {
     expect(mkfsArgs('ext4', '/dev/x', ['-E', 'nodiscard'])).toEqual(['-E', 'nodiscard', '-F', '-m0', '/dev/x'])
   })
 
+  // mount-utils' checkAndRepairFilesystem: 1 corrected, exactly 4 fails, the rest is logged and the mount goes on.
   it.each([
     { code: 0, verdict: 'ok' },
     { code: 1, verdict: 'ok' },
-    { code: 2, verdict: 'ok' },
+    { code: 2, verdict: 'ignored' },
+    { code: 3, verdict: 'ignored' },
     { code: 4, verdict: 'uncorrected' },
-    { code: 6, verdict: 'uncorrected' },
+    { code: 5, verdict: 'ignored' },
+    { code: 6, verdict: 'ignored' },
     { code: 8, verdict: 'ignored' },
     { code: 12, verdict: 'ignored' },
+    { code: null, verdict: 'ignored' },
   ] as const)('fsck exit $code is $verdict', ({ code, verdict }) => {
     expect(fsckVerdict(code)).toBe(verdict)
+  })
+
+  it('reads block size and count as mount-utils does: keys lower-cased, other lines skipped, a bad number refused', () => {
+    const dumpe2fs = 'dumpe2fs 1.47.0 (5-Feb-2023)\nFilesystem created:       Mon Jan  1 00:00:00 2024\nBlock count:              16384\nBlock size:               1024\n'
+    expect(parseFsInfo(dumpe2fs, ':', 'block size', 'block count')).toEqual({ blockSize: 1024, blockCount: 16384 })
+    const xfsIo = 'fd.path = "/mnt"\nstatfs.f_bsize = 4096\ngeom.bsize = 4096\ngeom.agcount = 4\ngeom.datablocks = 81920\n'
+    expect(parseFsInfo(xfsIo, '=', 'geom.bsize', 'geom.datablocks')).toEqual({ blockSize: 4096, blockCount: 81920 })
+    expect(parseFsInfo('nothing here', ':', 'block size', 'block count')).toEqual({ blockSize: 0, blockCount: 0 })
+    expect(() => parseFsInfo('Block size: many', ':', 'block size', 'block count')).toThrow('failed to parse block size many')
   })
 
   it('parses blkid export output and rejects anything else', () => {
@@ -108,8 +121,9 @@ describeAsRoot('filesystems on loop devices', () => {
     // Clear the root inode and flag the filesystem as having errors: preen mode must give up.
     execFileSync('debugfs', ['-w', '-R', 'clri <2>', device], { stdio: 'ignore' })
     execFileSync('debugfs', ['-w', '-R', 'ssv state 2', device], { stdio: 'ignore' })
+    // The detail is fsck's own output: formatAndMount puts it after the kubelet's words.
     const error = await expectHostError(host.filesystems.check(device, 'ext4'), 'EIO')
-    expect(error.message).toContain(`'fsck' found errors on device ${device} but could not correct them: exit status 4`)
+    expect(error.message).toContain('UNEXPECTED INCONSISTENCY; RUN fsck MANUALLY')
     // No superblock at all: fsck exits 8 (operational error); the kubelet logs it and mounts anyway.
     execFileSync('dd', ['if=/dev/zero', `of=${device}`, 'bs=1024', 'seek=1', 'count=1', 'conv=notrunc'], { stdio: 'ignore' })
     await host.filesystems.check(device, 'ext4')
@@ -161,6 +175,70 @@ describeAsRoot('filesystems on loop devices', () => {
     await expectHostError(host.filesystems.resize(device, 'xfs'), 'EINVAL')
     await host.filesystems.resize(device, 'xfs', p('mnt'))
     expect((await host.statfs(p('mnt'))).capacityBytes).toBeGreaterThan(before * 1.5)
+  })
+
+  it('needResize: not for growth within one block; yes once the device outgrows ext4 by more, mounted or not', async () => {
+    const { host, p } = h()
+    const device = await attach('disk.img', 16 * MiB)
+    await host.filesystems.format(device, 'ext4')
+    // dumpe2fs -h: block count × block size, the whole device here.
+    expect(await host.filesystems.size(device, 'ext4')).toEqual({ sizeBytes: 16 * MiB, blockSize: 1024 })
+    await host.truncate(p('disk.img'), 16 * MiB + 512)
+    await host.loopDevices?.refreshCapacity(device)
+    expect(await host.blockDevices.size(device)).toBe(16 * MiB + 512)
+    expect(await host.filesystems.needResize(device)).toBe(false)
+    await host.truncate(p('disk.img'), 24 * MiB)
+    await host.loopDevices?.refreshCapacity(device)
+    expect(await host.filesystems.needResize(device)).toBe(true)
+    await host.mkdir(p('mnt'))
+    await host.mount({ source: device, target: p('mnt'), fstype: 'ext4' })
+    expect(await host.filesystems.needResize(device, p('mnt'))).toBe(true)
+    const grown = await host.filesystems.resize(device, 'ext4', p('mnt')).then(
+      () => true,
+      () => false,
+    )
+    // Without CAP_SYS_RESOURCE the online grow is refused (see above): then it is grown offline.
+    if (!grown) {
+      await host.unmount(p('mnt'))
+      await host.filesystems.resize(device, 'ext4')
+    }
+    expect(await host.filesystems.needResize(device)).toBe(false)
+    expect((await host.filesystems.size(device, 'ext4')).sizeBytes).toBe(24 * MiB)
+  })
+
+  it('needResize is false on a blank device and on a read-only one; an unknown format is an error', async () => {
+    const { host, p } = h()
+    const blank = await attach('blank.img', 16 * MiB)
+    expect(await host.filesystems.needResize(blank)).toBe(false)
+    const formatted = await attach('ro.img', 16 * MiB)
+    await host.filesystems.format(formatted, 'ext4')
+    await host.loopDevices?.detach(formatted)
+    await host.truncate(p('ro.img'), 24 * MiB)
+    // Outgrown, but read-only (blockdev --getro): nothing may grow it.
+    const readOnly = await host.loopDevices?.attach(p('ro.img'), { readOnly: true })
+    expect(await host.filesystems.needResize(readOnly ?? '')).toBe(false)
+    const partitioned = await attach('mbr.img', 16 * MiB, (file) => writeMbr(file, 16 * MiB))
+    const error = await expectHostError(host.filesystems.needResize(partitioned), 'ENOTSUP')
+    expect(error.message).toContain(`Could not parse fs info on given filesystem format: ${PARTITIONED}`)
+  })
+
+  it.skipIf(skipXfs)('needResize and size of xfs ask the mounted filesystem (xfs_io -c statfs)', async () => {
+    const { host, p } = h()
+    const device = await attach('disk.img', 320 * MiB)
+    await host.filesystems.format(device, 'xfs')
+    await host.mkdir(p('mnt'))
+    await expectHostError(host.filesystems.needResize(device), 'EINVAL')
+    await host.mount({ source: device, target: p('mnt'), fstype: 'xfs' })
+    const before = await host.filesystems.size(device, 'xfs', p('mnt'))
+    expect(before.blockSize).toBe(4096)
+    expect(before.sizeBytes).toBe(320 * MiB)
+    expect(await host.filesystems.needResize(device, p('mnt'))).toBe(false)
+    await host.truncate(p('disk.img'), 400 * MiB)
+    await host.loopDevices?.refreshCapacity(device)
+    expect(await host.filesystems.needResize(device, p('mnt'))).toBe(true)
+    await host.filesystems.resize(device, 'xfs', p('mnt'))
+    expect(await host.filesystems.needResize(device, p('mnt'))).toBe(false)
+    expect((await host.filesystems.size(device, 'xfs', p('mnt'))).sizeBytes).toBe(400 * MiB)
   })
 
   it('an unsupported type is ENOTSUP; a missing tool is ENOTSUP naming it', async () => {

@@ -1,8 +1,8 @@
 /**
- * The `filesystems` capability: blkid, mkfs.<type>, fsck, resize2fs and xfs_growfs, as mount-utils
- * runs them (SPEC §8.5, §8.6).
+ * The `filesystems` capability: blkid, mkfs.<type>, fsck, resize2fs and xfs_growfs, and the size
+ * query of a resize decision (blockdev, dumpe2fs, xfs_io), as mount-utils runs them (SPEC §8.5, §8.6).
  */
-import type { Filesystems } from '@kubevol/core'
+import type { Filesystems, FilesystemSize } from '@kubevol/core'
 import { HostError } from '@kubevol/core'
 import type { ToolRunner } from './exec.js'
 import { toolError } from './exec.js'
@@ -17,6 +17,8 @@ export interface FilesystemsDeps {
   readonly requireDevice: (device: string, syscall: string) => Promise<void>
   /** True when a filesystem of `device` is mounted somewhere (the kernel's mount table). */
   readonly isMounted: (device: string) => Promise<boolean>
+  /** The device's size in bytes (BLKGETSIZE64, the ioctl behind `blockdev --getsize64`). */
+  readonly deviceSize: (device: string) => Promise<number>
 }
 
 /** Parses `blkid -o export` output (`TYPE=ext4`, `PTTYPE=gpt`). Throws on a line that is not KEY=VALUE. */
@@ -40,13 +42,34 @@ export function mkfsArgs(fstype: string, device: string, options: readonly strin
 }
 
 /**
- * How the kubelet reads fsck's exit status (a bit mask, fsck(8)): 0 clean, 1 errors corrected,
- * 2 corrected and a reboot advised: fine; 4 errors left uncorrected: fail; 8 and above (operational
- * error, e.g. no checker for this type): the kubelet logs it and mounts anyway.
+ * How mount-utils reads fsck's exit status (`checkAndRepairFilesystem`): 0 clean and 1 errors
+ * corrected are fine; 4, errors left uncorrected, fails the mount; anything else (2 reboot advised,
+ * 8 and above an operational error such as no checker for the type, a signal) is logged by the
+ * kubelet, which mounts anyway. Only exactly 4 fails, as there: 6 (4 and a reboot advised) passes.
  */
-export function fsckVerdict(code: number): 'ok' | 'uncorrected' | 'ignored' {
-  if (code >= 8) return 'ignored'
-  return code & 4 ? 'uncorrected' : 'ok'
+export function fsckVerdict(code: number | null): 'ok' | 'uncorrected' | 'ignored' {
+  if (code === 0 || code === 1) return 'ok'
+  return code === 4 ? 'uncorrected' : 'ignored'
+}
+
+/**
+ * Block size and block count from a tool's `key<separator>value` lines (mount-utils
+ * `parseFsInfoOutput`): keys compared lower-cased, lines that do not split in two skipped.
+ */
+export function parseFsInfo(output: string, separator: string, blockSizeKey: string, blockCountKey: string): { blockSize: number; blockCount: number } {
+  let blockSize = 0
+  let blockCount = 0
+  for (const line of output.split('\n')) {
+    const tokens = line.split(separator)
+    if (tokens.length !== 2) continue
+    const key = (tokens[0] ?? '').trim().toLowerCase()
+    const value = (tokens[1] ?? '').trim()
+    if (key !== blockSizeKey && key !== blockCountKey) continue
+    if (!/^\d+$/.test(value)) throw new Error(`failed to parse ${key === blockSizeKey ? 'block size' : 'block count'} ${value}`)
+    if (key === blockSizeKey) blockSize = Number(value)
+    else blockCount = Number(value)
+  }
+  return { blockSize, blockCount }
 }
 
 const FSTYPE = /^[a-z0-9][a-z0-9._-]*$/
@@ -97,10 +120,8 @@ export function createFilesystems(deps: FilesystemsDeps): Filesystems {
         if (err instanceof HostError && err.code === 'ENOTSUP') return
         throw err
       }
-      if (result.code === null) throw toolError('fsck', device, result)
-      if (fsckVerdict(result.code) === 'uncorrected') {
-        throw toolError('fsck', device, result, `'fsck' found errors on device ${device} but could not correct them`)
-      }
+      // The detail is fsck's output alone: the mount's error text puts it after the kubelet's words.
+      if (fsckVerdict(result.code) === 'uncorrected') throw new HostError('EIO', 'fsck', device, result.output || 'exit status 4')
     },
 
     async resize(device, fstype, mountPath) {
@@ -140,5 +161,54 @@ export function createFilesystems(deps: FilesystemsDeps): Filesystems {
       }
       throw new HostError('ENOTSUP', 'resize', device, `resize of format ${fstype} is not supported for device ${device} mounted at ${mountPath ?? '(not mounted)'}`)
     },
+
+    size: filesystemSize,
+
+    async needResize(device, mountPath) {
+      await deps.requireDevice(device, 'blockdev')
+      if (await isReadOnly(device)) return false
+      const deviceSize = await deps.deviceSize(device)
+      const format = await detect(device)
+      // A blank device: mkfs takes the whole device anyway.
+      if (format === null) return false
+      const fs = await filesystemSize(device, format, mountPath)
+      // One block of slack, as mount-utils allows for rounding.
+      return deviceSize > fs.sizeBytes + fs.blockSize
+    },
+  }
+
+  async function isReadOnly(device: string): Promise<boolean> {
+    const result = await run('blockdev', ['--getro', device], device)
+    if (result.code !== 0) throw toolError('blockdev', device, result, `failed to get readonly bit from device ${device}`)
+    const answer = result.stdout.trim()
+    if (answer !== '0' && answer !== '1') throw new HostError('EIO', 'blockdev', device, `failed to get readonly bit from device ${device}: ${answer}`)
+    return answer === '1'
+  }
+
+  async function filesystemSize(device: string, fstype: string, mountPath?: string): Promise<FilesystemSize> {
+    await deps.requireDevice(device, 'size')
+    let command: string
+    let args: string[]
+    let keys: [separator: string, size: string, count: string]
+    if (fstype === 'ext2' || fstype === 'ext3' || fstype === 'ext4') {
+      ;[command, args, keys] = ['dumpe2fs', ['-h', device], [':', 'block size', 'block count']]
+    } else if (fstype === 'xfs') {
+      // xfs_io asks the mounted filesystem: xfs has no offline size query in its tools.
+      if (!mountPath) throw new HostError('EINVAL', 'xfs_io', device, 'the size of an xfs filesystem is read while mounted: a mount path is needed')
+      ;[command, args, keys] = ['xfs_io', ['-c', 'statfs', mountPath], ['=', 'geom.bsize', 'geom.datablocks']]
+    } else {
+      throw new HostError('ENOTSUP', 'size', device, `Could not parse fs info on given filesystem format: ${fstype}. Supported fs types are: xfs, ext3, ext4`)
+    }
+    const result = await run(command, args, device)
+    if (result.code !== 0) throw toolError(command, device, result, `failed to read size of filesystem on ${device}`)
+    let parsed: { blockSize: number; blockCount: number }
+    try {
+      parsed = parseFsInfo(result.stdout, ...keys)
+    } catch (err) {
+      throw new HostError('EIO', command, device, (err as Error).message)
+    }
+    if (parsed.blockSize === 0) throw new HostError('EIO', command, device, `could not find block size of device ${device}`)
+    if (parsed.blockCount === 0) throw new HostError('EIO', command, device, `could not find block count of device ${device}`)
+    return { blockSize: parsed.blockSize, sizeBytes: parsed.blockSize * parsed.blockCount }
   }
 }

@@ -23,7 +23,7 @@ import type {
   SubPaths,
   UnmountOptions,
 } from '@kubevol/core'
-import { HostError, joinPath, removeUnmountedOneByOne } from '@kubevol/core'
+import { HostError, isHostError, joinPath, removeUnmountedOneByOne } from '@kubevol/core'
 import { errnoError, toHostError } from './errno.js'
 import { findHolders } from './holders.js'
 import { createBlockDevices } from './block-devices.js'
@@ -43,7 +43,7 @@ import type { MountCall } from './mount-options.js'
 import { describeMountCall, lockedFlags, planMount } from './mount-options.js'
 import { MountTable } from './mount-table.js'
 import type { LinuxMountEntry } from './mountinfo.js'
-import { deviceNumber, mountsOfDevice } from './mountinfo.js'
+import { deviceNumber, mountReferencesIn, mountsOfDevice } from './mountinfo.js'
 import type { LinuxHostOptions, ResolvedLinuxHostOptions } from './options.js'
 import { resolveLinuxHostOptions } from './options.js'
 import { removeAll } from './remove-all.js'
@@ -115,6 +115,7 @@ export class LinuxHost implements Host {
         await sys.fs(syscall, device, () => stat(device))
       },
       isMounted: async (device) => (await this.mountsOfDevice(device)).length > 0,
+      deviceSize: (device) => this.blockDevices.size(device),
     })
     this.subPaths = createSubPaths({ sys, remountReadOnly: (source, target) => this.#remountReadOnly(source, target) })
     const enforce = this.#options.selinuxEnforcePath
@@ -388,6 +389,26 @@ export class LinuxHost implements Host {
     const info = await this.lstat(where)
     const parent = where === '/' ? null : await this.lstat(where.slice(0, where.lastIndexOf('/')) || '/')
     return info !== null && parent !== null && parent.dev !== info.dev
+  }
+
+  /**
+   * The other mount points that show `path` (see the Host port; mount-utils `GetMountRefs`). A
+   * mount point in the table is answered from it without touching its filesystem (a hung one
+   * included); any other path is resolved first. Missing, or on a filesystem that no longer
+   * answers (EIO, EACCES, ENODEV): no references, as mount-utils says.
+   */
+  async mountReferences(path: string): Promise<readonly string[]> {
+    const normalized = posix.resolve(path)
+    let where = normalized
+    if (!(await this.#table.targets()).has(normalized)) {
+      try {
+        where = await this.#sys.fs('realpath', normalized, () => realpath(normalized))
+      } catch (err) {
+        if (isHostError(err, 'ENOENT', 'EIO', 'EACCES', 'ENODEV')) return []
+        throw err
+      }
+    }
+    return mountReferencesIn(await this.#table.entries(), where)
   }
 
   /** The mounts of the filesystem on `device` (a block device node), by its `major:minor`. */

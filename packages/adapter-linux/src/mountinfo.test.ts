@@ -3,6 +3,7 @@ import {
   containingMount,
   deviceNumber,
   MountInfoParseError,
+  mountReferencesIn,
   mountsOfDevice,
   parseMountInfo,
   parseMountInfoLine,
@@ -128,5 +129,29 @@ describe('helpers', () => {
     const entries = parseMountInfo([ROOT, '40 27 7:3 / /mnt/disk rw - ext4 /dev/loop3 rw', '41 27 7:3 /sub /mnt/bind rw - ext4 /dev/loop3 rw'].join('\n'))
     expect(mountsOfDevice(entries, '7:3').map((e) => e.target)).toEqual(['/mnt/disk', '/mnt/bind'])
     expect(mountsOfDevice(entries, '7:4')).toEqual([])
+  })
+
+  it('mountReferencesIn: the root field joined with the rest of the path, same device, the holding mount by mount order', () => {
+    const entries = parseMountInfo(
+      [
+        ROOT,
+        '40 27 7:3 / /mnt/disk rw - ext4 /dev/loop3 rw',
+        '41 27 7:3 /data/pv1 /pods/a rw - ext4 /dev/loop3 rw',
+        '42 27 254:0 /srv/local /pods/b rw - ext4 /dev/vda rw',
+        '43 27 7:3 /data /mnt/data rw - ext4 /dev/loop3 rw',
+        // Mounted over /srv after /srv/x was: /srv/x now shows this tmpfs, not the mount below.
+        '44 27 0:50 / /srv/x rw - tmpfs t rw',
+        '45 27 0:51 / /srv rw - tmpfs u rw',
+      ].join('\n'),
+    )
+    expect(mountReferencesIn(entries, '/mnt/disk/data/pv1')).toEqual(['/pods/a'])
+    expect(mountReferencesIn(entries, '/mnt/data/pv1')).toEqual(['/pods/a'])
+    expect(mountReferencesIn(entries, '/mnt/disk/data')).toEqual(['/mnt/data'])
+    expect(mountReferencesIn(entries, '/mnt/disk')).toEqual([])
+    expect(mountReferencesIn(entries, '/pods/a')).toEqual([])
+    expect(mountReferencesIn(entries, '/srv/local')).toEqual([])
+    expect(mountReferencesIn(parseMountInfo([ROOT, '42 27 254:0 /srv/local /pods/b rw - ext4 /dev/vda rw'].join('\n')), '/srv/local')).toEqual(['/pods/b'])
+    expect(mountReferencesIn(entries, '/srv/x')).toEqual([])
+    expect(() => mountReferencesIn([], '/a')).toThrow('failed to get root path and major:minor for /a')
   })
 })

@@ -269,3 +269,26 @@ export function containingMount<T extends MountEntry>(entries: readonly T[], pat
   }
   return best
 }
+
+/**
+ * The other mount points that show `path` (mount-utils `SearchMountPoints`): the latest mounted
+ * entry that is `path` or contains it (a later mount over a parent hides an earlier one below it,
+ * so mount order, not depth, decides); the place `path` is inside that filesystem (the entry's
+ * root, field 4, joined with the rest of `path`); then every other entry of the same device whose
+ * root is that place. `path` must be canonical (symlinks resolved).
+ */
+export function mountReferencesIn(entries: readonly MountEntry[], path: string): string[] {
+  let holder: MountEntry | undefined
+  for (let i = entries.length - 1; i >= 0; i--) {
+    const entry = entries[i] as MountEntry
+    if (isPathWithin(path, entry.target)) {
+      holder = entry
+      break
+    }
+  }
+  if (!holder) throw new Error(`failed to get root path and major:minor for ${path}`)
+  const rest = holder.target === '/' ? path.slice(1) : path.slice(holder.target.length + 1)
+  const root = rest === '' ? holder.root : holder.root === '/' ? `/${rest}` : `${holder.root}/${rest}`
+  const { id, device } = holder
+  return entries.filter((e) => e.id !== id && e.device === device && e.root === root).map((e) => e.target)
+}

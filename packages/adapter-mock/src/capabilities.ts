@@ -36,6 +36,9 @@ export function createFilesystems(state: HostState, call: CallRunner): Filesyste
     check: (device, fstype) => call('filesystems.check', [device, fstype], device, () => devices.checkFilesystem(state, device, fstype)),
     resize: (device, fstype, mountPath) =>
       call('filesystems.resize', [device, fstype, mountPath], device, () => devices.resizeFilesystem(state, device, fstype, mountPath)),
+    size: (device, fstype, mountPath) =>
+      call('filesystems.size', [device, fstype, mountPath], device, () => devices.filesystemSize(state, device, fstype, mountPath)),
+    needResize: (device, mountPath) => call('filesystems.needResize', [device, mountPath], device, () => devices.needResize(state, device, mountPath)),
   }
 }
 

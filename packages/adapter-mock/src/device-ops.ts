@@ -209,3 +209,35 @@ export function statfs(state: HostState, path: string): FsStats {
     inodesUsed: fs.inodesUsed,
   }
 }
+
+// The block size the mock's filesystems report (mkfs's default for ext4 and xfs above 512 MiB).
+const fsBlockSize = 4096
+
+/**
+ * dumpe2fs -h / xfs_io -c statfs: the filesystem's blocks × block size. xfs is asked through its
+ * mount (EINVAL without a mount path, EIO when the path is not on it); other types are ENOTSUP.
+ */
+export function filesystemSize(state: HostState, path: string, fstype: string, mountPath?: string): { sizeBytes: number; blockSize: number } {
+  if (!fstype.startsWith('ext') && fstype !== 'xfs') {
+    throw new HostError('ENOTSUP', 'size', path, `Could not parse fs info on given filesystem format: ${fstype}. Supported fs types are: xfs, ext3, ext4`)
+  }
+  const { image } = imageAt(state, path, 'size')
+  if (fstype === 'xfs' && mountPath === undefined) {
+    throw new HostError('EINVAL', 'xfs_io', path, 'the size of an xfs filesystem is read while mounted: a mount path is needed')
+  }
+  const fs = image.fs
+  if (!fs || image.signature !== fstype) throw new HostError('EIO', 'size', path, `failed to read size of filesystem on ${path}: no ${fstype} filesystem found`)
+  if (mountPath !== undefined && fstype === 'xfs') {
+    const found = lookupExisting(state.table, mountPath, { follow: true, syscall: 'xfs_io' }).found
+    if (found.node.fs !== fs) throw new HostError('EIO', 'xfs_io', path, `could not find block size of device ${path}`)
+  }
+  return { sizeBytes: Math.floor(fs.capacityBytes / fsBlockSize) * fsBlockSize, blockSize: fsBlockSize }
+}
+
+/** mount-utils NeedResize: the device exceeds its filesystem by more than a block; never for a read-only or blank device. */
+export function needResize(state: HostState, path: string, mountPath?: string): boolean {
+  const { device, image } = imageAt(state, path, 'blockdev')
+  if (device.loop?.readOnly || image.signature === null) return false
+  const fs = filesystemSize(state, path, image.signature, mountPath)
+  return device.sizeBytes > fs.sizeBytes + fs.blockSize
+}

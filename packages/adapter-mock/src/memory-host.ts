@@ -29,6 +29,7 @@ import type { HostState, Violation } from './host-state.js'
 import { createHostState } from './host-state.js'
 import type { TreeNode } from './inspect.js'
 import * as inspect from './inspect.js'
+import { tryLookup } from './lookup.js'
 import * as mounts from './mount-ops.js'
 import type { SpecialNodeType } from './nodes.js'
 import * as removal from './remove-ops.js'
@@ -101,6 +102,7 @@ const LINES_KEPT = new Set([
   'readlink',
   'mounts',
   'isMountPoint',
+  'mountReferences',
   'holders',
   'statfs',
   'mkdir',
@@ -311,6 +313,14 @@ export class MemoryHost implements Host {
 
   isMountPoint(path: string): Promise<boolean> {
     return this.#call('isMountPoint', [path], path, () => mounts.isMountPoint(this.#state, path))
+  }
+
+  /** The other mounts showing what `path` resolves to (see the Host port); none when it is missing. */
+  mountReferences(path: string): Promise<readonly string[]> {
+    return this.#call('mountReferences', [path], path, () => {
+      const found = tryLookup(this.#state.table, path, { follow: true, syscall: 'stat' })?.found
+      return found ? this.#state.table.referencesOf(found.mount, found.node) : []
+    })
   }
 
   /** Test setup: a blank disk of `sizeBytes` at `path` (parents created), or one holding `fstype`. */

@@ -187,6 +187,16 @@ export class MountTable {
     return joinPath(this.targetOf(mount), relativePath(mount.root, node) ?? node.name)
   }
 
+  /**
+   * The targets of the mounts other than `holder` that show `node` as their root (the kernel's
+   * view of mount-utils `SearchMountPoints`: same filesystem, same place in it), in mount order.
+   */
+  referencesOf(holder: Mount, node: Inode): string[] {
+    const targets: string[] = []
+    for (const mount of this.#mounts) if (mount !== holder && mount.root === node) targets.push(this.targetOf(mount))
+    return targets
+  }
+
   /** The path of the mount's root inside its filesystem (`/` unless a bind of a subdirectory). */
   rootPathOf(mount: Mount): string {
     const rel = relativePath(mount.fs.root, mount.root)

@@ -128,16 +128,39 @@ export interface BlockDevices {
   isOpen(device: string): Promise<boolean>
 }
 
-/** Filesystem tools: detect, format, check, resize. */
+/** The size of a filesystem as its own tools report it. */
+export interface FilesystemSize {
+  /** Blocks × block size: what the filesystem spans on its device. */
+  readonly sizeBytes: number
+  readonly blockSize: number
+}
+
+/** Filesystem tools: detect, format, check, resize, and the size query a resize decision needs. */
 export interface Filesystems {
   /** The filesystem type found on the device, or null when the device is blank. */
   detect(device: string): Promise<string | null>
   /** Creates a filesystem. Never called on a device whose `detect` is not null. */
   format(device: string, fstype: string, options?: readonly string[]): Promise<void>
-  /** Checks and repairs what can be repaired without asking; fails on errors left uncorrected. */
+  /**
+   * Checks and repairs what can be repaired without asking (`fsck -a`, whatever the type). Fails
+   * with EIO, fsck's output as the detail, only when errors were left uncorrected (exit status 4);
+   * a missing fsck, a reboot advised (2), an operational error (8 and above) pass, as in mount-utils.
+   */
   check(device: string, fstype: string): Promise<void>
   /** Grows the filesystem to fill the device; `mountPath` when it is mounted (online resize). */
   resize(device: string, fstype: string, mountPath?: string): Promise<void>
+  /**
+   * The size of the `fstype` filesystem on `device` (ext2/3/4: `dumpe2fs -h` block count × block
+   * size; xfs: `xfs_io -c statfs` on `mountPath`, which xfs needs, else EINVAL). ENOTSUP for
+   * another type.
+   */
+  size(device: string, fstype: string, mountPath?: string): Promise<FilesystemSize>
+  /**
+   * True when growing the filesystem on `device` would gain something (mount-utils `NeedResize`):
+   * the device is larger than the filesystem by more than one block. False for a read-only device
+   * and for a blank one; ENOTSUP for a type {@link Filesystems.size} cannot measure.
+   */
+  needResize(device: string, mountPath?: string): Promise<boolean>
 }
 
 /**
@@ -216,6 +239,15 @@ export interface Host {
    * filesystem at `path` is not touched. ENOENT when `path` does not exist.
    */
   isMountPoint(path: string): Promise<boolean>
+  /**
+   * The other mount points that show what is at `path` (mount-utils `GetMountRefs`): `path` is
+   * resolved (symlinks followed), the mount holding it found (the latest mounted one that contains
+   * it), and every other mount of the same filesystem whose root is the same place inside it is
+   * listed, in mount order. So a directory that is not itself a mount point but is bind-mounted
+   * elsewhere has those binds as references. Empty when `path` does not exist, or is a mount whose
+   * filesystem no longer answers.
+   */
+  mountReferences(path: string): Promise<readonly string[]>
 
   /**
    * Appends to a regular file (creating it, mode 0600), and with `sync` waits until the data is on

@@ -10,6 +10,7 @@ import { HostError } from '../errors.js'
 import type { Host, MountEntry } from '../host/host.js'
 import { joinPath } from '../paths.js'
 import { removeUnmounted } from '../plugins/util/remove-unmounted.js'
+import { filesystemSizeContract, mountReferencesContract } from './host-contract-refs-sizes.js'
 
 /** Parts of the contract a host can be excused from where it runs (they are reported as skipped). */
 export type HostContractArea = 'files' | 'symlinks' | 'ownership' | 'mounts' | 'devices'
@@ -76,10 +77,10 @@ export function runHostContract(name: string, setup: () => Promise<HostContractS
     const p = (...parts: string[]): string => joinPath(ctx().root, ...parts)
     const read = async (path: string): Promise<string> => text(await h().readFile(path))
     const entryAt = async (target: string): Promise<MountEntry | undefined> => (await h().mounts()).findLast((e) => e.target === target)
-    const attach = async (file: string): Promise<string> => {
+    const attach = async (file: string, attachOptions?: { readonly readOnly?: boolean }): Promise<string> => {
       const loops = h().loopDevices
       if (!loops) throw new Error('host contract: no loopDevices')
-      const device = await loops.attach(file)
+      const device = await loops.attach(file, attachOptions)
       attached.push(device)
       return device
     }
@@ -352,6 +353,7 @@ export function runHostContract(name: string, setup: () => Promise<HostContractS
 
     describe.skipIf(skipped.has('mounts'))('mounts', () => {
       const tmpfs = (target: string, ...options: string[]) => h().mount({ source: 'tmpfs', target, fstype: 'tmpfs', options })
+      mountReferencesContract({ h, p, attach })
 
       it('a tmpfs hides the directory below it until it is unmounted', async () => {
         await h().mkdir(p('m'))
@@ -635,6 +637,7 @@ export function runHostContract(name: string, setup: () => Promise<HostContractS
     })
 
     describe.skipIf(skipped.has('devices'))('loop devices and filesystems', () => {
+      filesystemSizeContract({ h, p, attach })
       it('attach, find and detach a loop device over a file; detaching twice fails with ENXIO', async (t) => {
         const loops = h().loopDevices
         if (!loops) return t.skip('no loopDevices capability')

@@ -71,11 +71,12 @@ export async function cleanupMountPoint(host: Host, path: string): Promise<void>
   }
 }
 
-/** The mount points other than `path` that show the same filesystem at the same root (bind references). */
+/**
+ * The other mount points that show what is at `path` (mount-utils `GetMountRefs`): binds of it,
+ * whether `path` is a mount point or a directory inside a mounted filesystem (see
+ * {@link Host.mountReferences}).
+ */
 export async function mountReferences(host: Host, path: string): Promise<string[]> {
-  const mounts = await host.mounts()
-  const own = mounts.findLast((m) => m.target === path)
-  if (!own) return []
-  return mounts.filter((m) => m.target !== path && m.device === own.device && m.root === own.root).map((m) => m.target)
+  return [...(await host.mountReferences(path))]
 }
 
