@@ -5,7 +5,7 @@
  */
 import { HostError, KubevolError, errorMessage } from '../../errors.js'
 import { type VolumeSpec, mountOptionsOf } from '../../api/volume-spec.js'
-import type { Host } from '../../host/host.js'
+import type { Filesystems, Host } from '../../host/host.js'
 import type { DeviceMountCapability } from '../plugin.js'
 import { cleanupMountPoint, mountReferences } from './cleanup-mount-point.js'
 
@@ -35,56 +35,34 @@ export interface FormatAndMountOptions {
 }
 
 /**
- * Mounts `device` on `target`, formatting it first when blank (and not read-only), checking it when
- * it has a filesystem and is mounted read-write. Throws {@link FormatAndMountError}.
+ * Mounts `device` on `target`, formatting it first when blank (and not read-only), checking it
+ * (`fsck -a`) when it has a filesystem, of whatever type, and is mounted read-write. Read-only
+ * means `readOnly` or `ro` among the options, as mount-utils reads it. Throws
+ * {@link FormatAndMountError}.
  */
 export async function formatAndMount(host: Host, device: string, target: string, options: FormatAndMountOptions = {}): Promise<void> {
   const fs = host.filesystems
   if (!fs) throw new FormatAndMountError('GetDiskFormatFailed', `failed to get disk format of disk ${device}: the host has no filesystem tools`)
   const fstype = options.fstype || 'ext4'
+  const readOnly = options.readOnly === true || (options.options ?? []).includes('ro')
   let existing: string | null
   try {
     existing = await fs.detect(device)
   } catch (err) {
     throw new FormatAndMountError('GetDiskFormatFailed', `failed to get disk format of disk ${device}: ${errorMessage(err)}`, { cause: err })
   }
-  let mismatch = false
-  if (existing === null) {
-    if (options.readOnly) {
-      throw new FormatAndMountError(
-        'UnformattedReadOnly',
-        `cannot mount unformatted disk ${device} as we are manipulating it in read-only mode`,
-      )
-    }
-    try {
-      await fs.format(device, fstype)
-    } catch (err) {
-      throw new FormatAndMountError(
-        'FormatFailed',
-        `format of disk "${device}" failed: type:("${fstype}") target:("${target}") options:("${(options.options ?? []).join(',')}") errcode:(${errorMessage(err)})`,
-        { cause: err },
-      )
-    }
-  } else {
-    mismatch = existing !== fstype
-    if (!options.readOnly && !mismatch) {
-      try {
-        await fs.check(device, existing)
-      } catch (err) {
-        throw new FormatAndMountError(
-          'HasFilesystemErrors',
-          `'fsck' found errors on device ${device} but could not correct them: ${errorMessage(err)}`,
-          { cause: err },
-        )
-      }
-    }
-  }
+  if (existing === null) await formatBlank(fs, device, target, fstype, readOnly, options.options ?? [])
+  // An existing filesystem is checked before every read-write mount, also when it is not the type
+  // asked for: the mount is still tried (and fails as FilesystemMismatch if the kernel refuses it),
+  // and fsck must have run before anything writes to it.
+  else if (!readOnly) await checkBeforeMount(fs, device, existing)
+  const mismatch = existing !== null && existing !== fstype
   try {
     await host.mount({
       source: device,
       target,
       fstype,
-      readOnly: options.readOnly ?? false,
+      readOnly,
       options: [...(options.options ?? [])],
     })
   } catch (err) {
@@ -94,6 +72,39 @@ export async function formatAndMount(host: Host, device: string, target: string,
       cause: err instanceof HostError ? err : undefined,
     })
   }
+}
+
+async function formatBlank(fs: Filesystems, device: string, target: string, fstype: string, readOnly: boolean, options: readonly string[]): Promise<void> {
+  if (readOnly) {
+    throw new FormatAndMountError('UnformattedReadOnly', `cannot mount unformatted disk ${device} as we are manipulating it in read-only mode`)
+  }
+  try {
+    await fs.format(device, fstype)
+  } catch (err) {
+    throw new FormatAndMountError(
+      'FormatFailed',
+      `format of disk "${device}" failed: type:("${fstype}") target:("${target}") options:("${options.join(',')}") errcode:(${errorMessage(err)})`,
+      { cause: err },
+    )
+  }
+}
+
+async function checkBeforeMount(fs: Filesystems, device: string, existing: string): Promise<void> {
+  try {
+    await fs.check(device, existing)
+  } catch (err) {
+    throw new FormatAndMountError('HasFilesystemErrors', `'fsck' found errors on device ${device} but could not correct them: ${hostErrorDetail(err)}`, {
+      cause: err,
+    })
+  }
+}
+
+/** What a HostError says after its `CODE: syscall path: ` prefix (fsck's output, for a check). */
+function hostErrorDetail(err: unknown): string {
+  const message = errorMessage(err)
+  if (!(err instanceof HostError)) return message
+  const prefix = `${err.code}: ${err.syscall} ${err.path}: `
+  return message.startsWith(prefix) ? message.slice(prefix.length) : message
 }
 
 /** Mount options plus the SELinux `context=` option when a label is given. */
