@@ -2,7 +2,8 @@
  * The agent and its Node object in API mode, against the fake API server: registration as the
  * kubelet registers its node, readiness while the Node is missing, API errors logged as the API's
  * message (once, not every second), `status.volumesInUse` written without losing entries someone
- * else put there, and a watch relisting after 410 Expired being logged and counted.
+ * else put there, a watch relisting after 410 Expired being logged and counted, and fileDisk volumes
+ * under the attach/detach controller's model with and without the deploy's CSIDriver object.
  */
 import { type MemoryHost, createMemoryHost } from '@kubevol/adapter-mock'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
@@ -107,18 +108,53 @@ describe('node registration', () => {
   })
 })
 
+/** A claim bound to a fileDisk PV whose image is on the memory host. */
+function createDiskClaim(server: FakeApiServer): void {
+  host.allocateFile(IMAGE, 32 << 20)
+  const pvc = server.create('PersistentVolumeClaim', { metadata: { name: 'disk', namespace: 'default' }, spec: { volumeName: 'pv-disk', accessModes: ['ReadWriteOnce'] } })
+  server.create('PersistentVolume', {
+    metadata: { name: 'pv-disk' },
+    spec: { capacity: { storage: '32Mi' }, accessModes: ['ReadWriteOnce'], csi: { driver: 'filedisk.kubevol.io', volumeHandle: IMAGE, fsType: 'ext4' }, claimRef: { name: 'disk', namespace: 'default', uid: pvc.metadata.uid } },
+  })
+  server.patch('PersistentVolumeClaim', 'default', 'disk', { status: { phase: 'Bound', capacity: { storage: '32Mi' } } }, { subresource: 'status' })
+}
+const diskPod = { metadata: { name: 'web', namespace: 'default' }, spec: { nodeName: NODE, containers: [{ name: 'c', image: 'busybox', volumeMounts: [{ name: 'data', mountPath: '/data' }] }], volumes: [{ name: 'data', persistentVolumeClaim: { claimName: 'disk' } }] } }
+
+describe('controller attach/detach of fileDisk volumes', () => {
+  it('without the CSIDriver object, has the controller make a VolumeAttachment for filedisk.kubevol.io that nobody serves', async () => {
+    await api.close()
+    api = await startFakeApiServer({ attachDetachController: true })
+    createDiskClaim(api)
+    const agent = await start()
+    const web = api.create('Pod', diskPod)
+    await until('a VolumeAttachment', () => api.list('VolumeAttachment').length === 1)
+    expect(api.list('VolumeAttachment')[0]).toMatchObject({ spec: { attacher: 'filedisk.kubevol.io', nodeName: NODE, source: { persistentVolumeName: 'pv-disk' } } })
+    // Nobody marks it attached (a node may only read VolumeAttachments): the volume waits, unattached.
+    const unique = `kubernetes.io/csi/filedisk.kubevol.io^${IMAGE}`
+    await until('reported in use', () => ((node()?.status as { volumesInUse?: string[] } | undefined)?.volumesInUse ?? []).includes(unique))
+    expect(agent.manager.snapshot().desired.map((v) => [v.volumeName, v.pluginIsAttachable])).toEqual([[unique, true]])
+    expect(agent.manager.volumeIsAttached(unique)).toBe(false)
+    expect(agent.manager.getMountedVolumesForPod(web.metadata.uid as string).size).toBe(0)
+  })
+
+  it('with the CSIDriver object of deploy/ (attachRequired: false), makes no VolumeAttachment and mounts', async () => {
+    await api.close()
+    api = await startFakeApiServer({ attachDetachController: true })
+    api.create('CSIDriver', { metadata: { name: 'filedisk.kubevol.io' }, spec: { attachRequired: false, podInfoOnMount: false } })
+    createDiskClaim(api)
+    const agent = await start()
+    const web = api.create('Pod', diskPod)
+    await until('web mounted', () => agent.manager.getMountedVolumesForPod(web.metadata.uid as string).size === 1)
+    expect(api.list('VolumeAttachment')).toEqual([])
+    expect(agent.manager.snapshot().mounted.map((v) => v.volumeName)).toEqual([`kubernetes.io/csi/filedisk.kubevol.io^${IMAGE}`])
+  })
+})
+
 describe('status.volumesInUse', () => {
   beforeEach(() => {
-    host.allocateFile(IMAGE, 32 << 20)
-    const pvc = api.create('PersistentVolumeClaim', { metadata: { name: 'disk', namespace: 'default' }, spec: { volumeName: 'pv-disk', accessModes: ['ReadWriteOnce'] } })
-    api.create('PersistentVolume', {
-      metadata: { name: 'pv-disk' },
-      spec: { capacity: { storage: '32Mi' }, accessModes: ['ReadWriteOnce'], csi: { driver: 'filedisk.kubevol.io', volumeHandle: IMAGE, fsType: 'ext4' }, claimRef: { name: 'disk', namespace: 'default', uid: pvc.metadata.uid } },
-    })
-    api.patch('PersistentVolumeClaim', 'default', 'disk', { status: { phase: 'Bound', capacity: { storage: '32Mi' } } }, { subresource: 'status' })
+    createDiskClaim(api)
   })
   const inUse = () => ((node()?.status as { volumesInUse?: string[] } | undefined)?.volumesInUse ?? [])
-  const pod = { metadata: { name: 'web', namespace: 'default' }, spec: { nodeName: NODE, containers: [{ name: 'c', image: 'busybox', volumeMounts: [{ name: 'data', mountPath: '/data' }] }], volumes: [{ name: 'data', persistentVolumeClaim: { claimName: 'disk' } }] } }
 
   it('keeps an entry someone else put there, through a conflict, and takes out only its own', async () => {
     api.create('Node', { metadata: { name: NODE } })
@@ -128,7 +164,7 @@ describe('status.volumesInUse', () => {
       // The first write meets a concurrent change (409): kubevol reads the Node again and retries.
       api.failNext({ method: 'PATCH', path: `/api/v1/nodes/${NODE}/status`, status: 409, reason: 'Conflict', message: `Operation cannot be fulfilled on nodes "${NODE}": the object has been modified; please apply your changes to the latest version and try again` })
       const agent = await start()
-      const web = api.create('Pod', pod)
+      const web = api.create('Pod', diskPod)
       await until('web mounted', () => agent.manager.getMountedVolumesForPod(web.metadata.uid as string).size === 1)
       const own = agent.manager.getVolumesInUse()
       expect(own).toHaveLength(1)
