@@ -125,6 +125,28 @@ describeAsRoot('gRPC CSI client and the hostpath reference driver', () => {
     expect(isFinalCsiError(err)).toBe(final)
   })
 
+  it('reaches a restarted driver on the first call once it is back: no reconnect backoff carried over from the outage', async () => {
+    const { client, host, p, root } = await start()
+    const options = { host, endpoint: p('csi.sock'), dataDir: p('data') }
+    await host.mkdir(p('staging'))
+    await client.nodeStageVolume({ volumeId: 'v1', publishContext: {}, stagingTargetPath: p('staging'), volumeCapability: capability, secrets: {}, volumeContext: {} }, o)
+    // The driver dies; calls made meanwhile fail as Unavailable (uncertain), each one a failed
+    // connection attempt that a long-lived channel answers with a longer reconnect backoff.
+    await server?.stop()
+    for (let i = 0; i < 3; i++) {
+      const down = await client.nodeGetCapabilities({ timeoutMs: 2_000 }).catch((e: unknown) => e)
+      expect((down as CsiError).grpcCode).toBe(14)
+      expect(isFinalCsiError(down)).toBe(false)
+    }
+    server = await startHostpathCsiDriver(options)
+    // The next mount, on its first attempt: stage and publish of a new volume.
+    await host.mkdir(p('staging2'))
+    const stage = { volumeId: 'v2', publishContext: {}, stagingTargetPath: p('staging2'), volumeCapability: capability, secrets: {}, volumeContext: {} }
+    await client.nodeStageVolume(stage, o)
+    await client.nodePublishVolume({ ...stage, targetPath: p('pod/mount'), readonly: false }, o)
+    expect(kernelMounts(root).sort()).toEqual([p('staging'), p('staging2'), p('pod/mount')].sort())
+  })
+
   it('a call past its deadline fails as DeadlineExceeded (uncertain), and an absent socket as Unavailable (uncertain)', async () => {
     const { client, p } = await start({ intercept: (method) => (method === 'NodeUnstageVolume' ? new Promise((r) => setTimeout(r, 2_000)) : undefined) })
     const err = await client.nodeUnstageVolume({ volumeId: 'v1', stagingTargetPath: p('x') }, { timeoutMs: 200 }).catch((e: unknown) => e)

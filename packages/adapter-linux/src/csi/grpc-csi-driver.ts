@@ -2,6 +2,11 @@
  * The CsiDriver port over gRPC on a unix socket (@grpc/grpc-js). Each call carries the deadline the
  * plugin gives it; gRPC failures become core's CsiError with the status code, so the plugin can
  * tell uncertain from final outcomes. A connection that cannot be made fails as Unavailable.
+ *
+ * One channel is kept while it works; a channel that failed to connect is replaced before the next
+ * call, so a restarted driver is reached on the first call after it is back (the kubelet dials per
+ * call for the same reason). A gRPC channel that failed to connect waits out a reconnect backoff
+ * (1 s growing to 120 s) and fails every call meanwhile, even once the driver listens again.
  */
 import * as grpc from '@grpc/grpc-js'
 import {
@@ -34,16 +39,49 @@ export function toCsiError(err: unknown): unknown {
   return err
 }
 
-/** Connects lazily: the first call opens the channel; `close()` releases it. */
+/**
+ * Connections of its own: grpc-js otherwise shares connections (subchannels), and their reconnect
+ * backoff, between all channels to one address, so another client of the same socket still in its
+ * backoff could hand it to a replacement channel.
+ */
+const CHANNEL_OPTIONS: grpc.ChannelOptions = { 'grpc.use_local_subchannel_pool': 1 }
+
+/** The channel states in which a call cannot reach the driver before a reconnect backoff ends. */
+const BROKEN: ReadonlySet<grpc.connectivityState> = new Set([grpc.connectivityState.TRANSIENT_FAILURE, grpc.connectivityState.SHUTDOWN])
+
+/**
+ * Connects lazily: the first call opens the channel; a channel that failed to connect is replaced
+ * by the next call; `close()` releases it, and calls after it fail.
+ */
 export function createGrpcCsiDriver(options: GrpcCsiDriverOptions): GrpcCsiDriver {
   const address = unixAddress(options.endpoint)
   const proto = csiProto()
   const credentials = grpc.credentials.createInsecure()
-  const identity = new proto.Identity(address, credentials)
-  const node = new proto.Node(address, credentials, { channelOverride: identity.getChannel() })
+  const open = () => {
+    const identity = new proto.Identity(address, credentials, CHANNEL_OPTIONS)
+    // Both services over one connection.
+    return { identity, node: new proto.Node(address, credentials, { channelOverride: identity.getChannel() }) }
+  }
+  let clients: ReturnType<typeof open> | undefined = open()
+  /** The clients, on a new channel when the current one failed to connect (nothing is in flight on it then). */
+  const current = (): ReturnType<typeof open> => {
+    if (!clients) throw new Error(`the CSI client of ${address} is closed`)
+    if (BROKEN.has(clients.identity.getChannel().getConnectivityState(false))) {
+      clients.identity.close()
+      clients = open()
+    }
+    return clients
+  }
 
-  const unary = <T>(client: grpc.Client, method: string, request: object, o: CsiCallOptions): Promise<T> =>
+  const unary = <T>(service: 'identity' | 'node', method: string, request: object, o: CsiCallOptions): Promise<T> =>
     new Promise<T>((resolve, reject) => {
+      let client: grpc.Client
+      try {
+        client = current()[service]
+      } catch (err) {
+        reject(err)
+        return
+      }
       const fn = (client as unknown as Record<string, Unary>)[method]
       if (!fn) {
         reject(new Error(`the CSI proto has no method ${method}`))
@@ -58,12 +96,12 @@ export function createGrpcCsiDriver(options: GrpcCsiDriverOptions): GrpcCsiDrive
   return {
     address,
     async getPluginInfo(o) {
-      const r = await unary<{ name: string; vendorVersion: string }>(identity, 'getPluginInfo', {}, o)
+      const r = await unary<{ name: string; vendorVersion: string }>('identity', 'getPluginInfo', {}, o)
       return { name: r.name, vendorVersion: r.vendorVersion }
     },
     async nodeGetInfo(o) {
       const r = await unary<{ nodeId: string; maxVolumesPerNode: number; accessibleTopology?: { segments: Record<string, string> } | null }>(
-        node,
+        'node',
         'nodeGetInfo',
         {},
         o,
@@ -71,24 +109,24 @@ export function createGrpcCsiDriver(options: GrpcCsiDriverOptions): GrpcCsiDrive
       return { nodeId: r.nodeId, maxVolumesPerNode: Number(r.maxVolumesPerNode), ...(r.accessibleTopology ? { accessibleTopology: r.accessibleTopology.segments } : {}) }
     },
     async nodeGetCapabilities(o) {
-      const r = await unary<{ capabilities: { rpc?: { type: string } | null }[] }>(node, 'nodeGetCapabilities', {}, o)
+      const r = await unary<{ capabilities: { rpc?: { type: string } | null }[] }>('node', 'nodeGetCapabilities', {}, o)
       return r.capabilities.map((c) => c.rpc?.type).filter((t): t is CsiNodeCapability => !!t && t !== 'UNKNOWN')
     },
     async nodeStageVolume(r, o) {
-      await unary(node, 'nodeStageVolume', { ...r, volumeCapability: capability(r.volumeCapability) }, o)
+      await unary('node', 'nodeStageVolume', { ...r, volumeCapability: capability(r.volumeCapability) }, o)
     },
     async nodeUnstageVolume(r, o) {
-      await unary(node, 'nodeUnstageVolume', r, o)
+      await unary('node', 'nodeUnstageVolume', r, o)
     },
     async nodePublishVolume(r, o) {
-      await unary(node, 'nodePublishVolume', { ...r, volumeCapability: capability(r.volumeCapability) }, o)
+      await unary('node', 'nodePublishVolume', { ...r, volumeCapability: capability(r.volumeCapability) }, o)
     },
     async nodeUnpublishVolume(r, o) {
-      await unary(node, 'nodeUnpublishVolume', r, o)
+      await unary('node', 'nodeUnpublishVolume', r, o)
     },
     async nodeExpandVolume(r, o) {
       const res = await unary<{ capacityBytes: number }>(
-        node,
+        'node',
         'nodeExpandVolume',
         {
           volumeId: r.volumeId,
@@ -104,7 +142,7 @@ export function createGrpcCsiDriver(options: GrpcCsiDriverOptions): GrpcCsiDrive
     },
     async nodeGetVolumeStats(r, o) {
       const res = await unary<{ usage: { available: number; total: number; used: number; unit: string }[]; volumeCondition?: { abnormal: boolean; message: string } | null }>(
-        node,
+        'node',
         'nodeGetVolumeStats',
         r,
         o,
@@ -112,8 +150,9 @@ export function createGrpcCsiDriver(options: GrpcCsiDriverOptions): GrpcCsiDrive
       return statsOf(res.usage, res.volumeCondition ?? undefined)
     },
     close() {
-      node.close()
-      identity.close()
+      // The node client shares the identity client's channel: closing that closes both.
+      clients?.identity.close()
+      clients = undefined
     },
   }
 }
