@@ -21,7 +21,7 @@ import { dirname, joinPath } from '../../paths.js'
 import type { BlockCapability, BlockVolumeMapper, BlockVolumeUnmapper } from '../plugin.js'
 import { waitForVolumeAttachment } from './attachment.js'
 import type { CsiVolumeCapability } from './csi-driver.js'
-import { classifyCsiError, isFinalCsiError } from './csi-error.js'
+import { classifyCsiError, csiStepError, isFinalCsiError } from './csi-error.js'
 import { accessModeOf, attachmentName, csiSourceOf, podInfoAttributes, readSecrets } from './requests.js'
 import { CSI_PLUGIN_NAME, type CsiRuntime, call, capabilitiesOf, driverObject, driverOf } from './runtime.js'
 import { nodeUnpublish } from './publish.js'
@@ -104,7 +104,7 @@ async function publishContextOf(rt: CsiRuntime, driver: string, volumeHandle: st
 async function setUpDevice(rt: CsiRuntime, spec: VolumeSpec): Promise<string> {
   const source = persistentSource(spec)
   const context = rt.context()
-  const driver = driverOf(rt, source.driver)
+  const driver = driverOf(rt, source.driver, 'blockMapper.SetUpDevice failed to get CSI client')
   const object = await driverObject(rt, source.driver)
   const attachRequired = object?.spec?.attachRequired !== false
   await saveBlockVolData(rt, spec, attachRequired)
@@ -145,7 +145,7 @@ async function mapPodDevice(rt: CsiRuntime, spec: VolumeSpec, pod: Pod): Promise
   const source = persistentSource(spec)
   const context = rt.context()
   const podUID = pod.metadata.uid ?? ''
-  const driver = driverOf(rt, source.driver)
+  const driver = driverOf(rt, source.driver, 'blockMapper.MapPodDevice failed to get CSI client')
   const object = await driverObject(rt, source.driver)
   const attachRequired = object?.spec?.attachRequired !== false
   await saveBlockVolData(rt, spec, attachRequired)
@@ -192,7 +192,7 @@ async function unmapPodDevice(rt: CsiRuntime, specName: string, podUID: string):
   const target = blockPublishPath(rt, specName, podUID)
   const data = await volDataOf(rt, specName)
   if (data) {
-    await nodeUnpublish(rt, data, target)
+    await nodeUnpublish(rt, data, target, 'blockMapper.UnmapPodDevice')
   } else if ((await host.lstat(target)) && (await host.isMountPoint(target))) {
     throw new Error(`cannot unpublish ${target}: ${blockPaths(rt, specName).dataDir}/vol_data.json is missing`)
   }
@@ -209,7 +209,7 @@ async function tearDownDevice(rt: CsiRuntime, specName: string): Promise<void> {
   const paths = blockPaths(rt, specName)
   const data = await volDataOf(rt, specName)
   if (data && (await host.lstat(paths.staging))) {
-    const driver = driverOf(rt, data.driverName)
+    const driver = driverOf(rt, data.driverName, 'blockMapper.TearDownDevice failed to get CSI client')
     const capabilities = await capabilitiesOf(rt, data.driverName)
     if (capabilities.includes('STAGE_UNSTAGE_VOLUME')) {
       try {
@@ -217,7 +217,7 @@ async function tearDownDevice(rt: CsiRuntime, specName: string): Promise<void> {
           driver.nodeUnstageVolume({ volumeId: data.volumeHandle, stagingTargetPath: paths.staging }, o),
         )
       } catch (err) {
-        throw classifyCsiError('rpc NodeUnstageVolume', err)
+        throw csiStepError('blockMapper.unstageVolumeForBlock failed', classifyCsiError('rpc NodeUnstageVolume', err))
       }
     }
   } else if (!data && (await host.lstat(paths.staging)) && (await host.isMountPoint(paths.staging))) {

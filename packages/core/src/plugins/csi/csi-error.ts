@@ -2,7 +2,7 @@
  * gRPC status codes of CSI calls and the kubelet's classification of them (SPEC §7.7
  * `isFinalError`): a failure that may have left the operation running is uncertain, not final.
  */
-import { KubevolError, type VolumeOperationFailure, errorMessage, transientFailure, uncertainProgress } from '../../errors.js'
+import { KubevolError, VolumeOperationFailure, errorMessage, failureKind, transientFailure, uncertainProgress } from '../../errors.js'
 
 /** gRPC status codes by name (grpc/codes). */
 export const GRPC_CODES = {
@@ -73,13 +73,38 @@ export function hasGrpcCode(err: unknown, ...codes: GrpcCodeName[]): err is CsiE
   return err instanceof CsiError && codes.some((c) => GRPC_CODES[c] === err.grpcCode)
 }
 
-/** `err` as the core failure kinds: final errors pass through, the others become uncertain. */
-export function classifyCsiError(what: string, err: unknown): Error {
+/**
+ * `err` as the core failure kinds: final errors pass through, the others become uncertain. The text
+ * stays the call's own (`rpc error: code = ... desc = ...`), as the kubelet's csi client returns
+ * `NewUncertainProgressError(err.Error())`; `what` names the call for the cause chain only.
+ */
+export function classifyCsiError(_what: string, err: unknown): Error {
   if (isFinalCsiError(err)) return err as CsiError
-  return uncertainProgress(`${what}: ${errorMessage(err)}`, err)
+  return uncertainProgress(errorMessage(err), err)
 }
 
-/** The driver is not registered (yet): nothing happened, retry later (SPEC: TransientOperationFailure). */
-export function driverNotRegistered(driver: string): VolumeOperationFailure {
-  return transientFailure(`driver name ${driver} not found in the list of registered CSI drivers`)
+/** The kubelet's `log()` of pkg/volume/csi: every message it words starts with the plugin's name. */
+export function csiLog(message: string): string {
+  return `kubernetes.io/csi: ${message}`
+}
+
+/**
+ * `err` under the kubelet's prefix for the step that failed, e.g. `kubernetes.io/csi:
+ * Unmounter.TearDownAt failed: rpc error: ...` (`step` is `Unmounter.TearDownAt failed`). The kind
+ * (uncertain, transient) is kept; a final error stays final.
+ */
+export function csiStepError(step: string, err: unknown): Error {
+  const message = csiLog(`${step}: ${errorMessage(err)}`)
+  const kind = failureKind(err)
+  return kind === 'final' ? new KubevolError('CsiStepFailed', message, { cause: err }) : new VolumeOperationFailure(kind, message, { cause: err })
+}
+
+/**
+ * The driver is not registered (yet): nothing happened, retry later (SPEC: TransientOperationFailure).
+ * `step` is the kubelet's wording of the lookup that failed (`attacher.MountDevice failed to create
+ * newCsiDriverClient`, `mounter.SetUpAt failed to get CSI client`, ...), which prefixes the text.
+ */
+export function driverNotRegistered(driver: string, step?: string): VolumeOperationFailure {
+  const cause = `driver name ${driver} not found in the list of registered CSI drivers`
+  return transientFailure(step ? csiLog(`${step}: ${cause}`) : cause)
 }

@@ -10,7 +10,7 @@ import { dirname, joinPath } from '../../paths.js'
 import type { MounterArgs } from '../plugin.js'
 import { applyFsGroup } from '../util/fs-group.js'
 import { waitForVolumeAttachment } from './attachment.js'
-import { classifyCsiError, isFinalCsiError } from './csi-error.js'
+import { classifyCsiError, csiStepError, isFinalCsiError } from './csi-error.js'
 import { accessModeOf, attachmentName, csiSourceOf, ephemeralVolumeHandle, lifecycleModesOf, podInfoAttributes, readSecrets, serviceAccountTokens } from './requests.js'
 import { CSI_PLUGIN_NAME, type CsiRuntime, call, capabilitiesOf, driverObject, driverOf, stagingPath } from './runtime.js'
 import { removeMountDir, removeVolumeDirs } from './stage.js'
@@ -30,7 +30,7 @@ export async function publishVolume(rt: CsiRuntime, spec: VolumeSpec, pod: Pod, 
   const { host } = context
   const podUID = pod.metadata.uid ?? ''
   const { dir, target } = publishPaths(rt, podUID, spec.name)
-  const driver = driverOf(rt, source.driver)
+  const driver = driverOf(rt, source.driver, 'mounter.SetUpAt failed to get CSI client')
   const object = await driverObject(rt, source.driver)
   const mode = source.ephemeral ? 'Ephemeral' : 'Persistent'
   const modes = lifecycleModesOf(object)
@@ -106,13 +106,18 @@ function fsGroupApplies(policy: string | undefined, fsType: string, spec: Volume
   return modes.length === 0 || (modes.length === 1 && modes[0] === 'ReadWriteOnce')
 }
 
-/** NodeUnpublishVolume of `target` for the volume `data` describes; its error classified as the kubelet's. */
-export async function nodeUnpublish(rt: CsiRuntime, data: VolData, target: string): Promise<void> {
-  const driver = driverOf(rt, data.driverName)
+/**
+ * NodeUnpublishVolume of `target` for the volume `data` describes; its error classified and worded
+ * as the kubelet's for the caller's `step`: `Unmounter.TearDownAt` (a file system) or
+ * `blockMapper.UnmapPodDevice` (a block volume).
+ */
+export async function nodeUnpublish(rt: CsiRuntime, data: VolData, target: string, step: 'Unmounter.TearDownAt' | 'blockMapper.UnmapPodDevice' = 'Unmounter.TearDownAt'): Promise<void> {
+  const driver = driverOf(rt, data.driverName, `${step} failed to get CSI client`)
   try {
     await call(rt, data.driverName, '/csi.v1.Node/NodeUnpublishVolume', (o) => driver.nodeUnpublishVolume({ volumeId: data.volumeHandle, targetPath: target }, o))
   } catch (err) {
-    throw classifyCsiError('rpc NodeUnpublishVolume', err)
+    const failed = step === 'Unmounter.TearDownAt' ? 'Unmounter.TearDownAt failed' : 'blockMapper.unpublishVolumeForBlock failed'
+    throw csiStepError(failed, classifyCsiError('rpc NodeUnpublishVolume', err))
   }
 }
 

@@ -24,10 +24,13 @@ export interface CsiRuntime {
   readonly getVolumeAttachment?: (name: string) => Promise<VolumeAttachment>
 }
 
-/** The registered driver, or a transient failure (nothing happened; retry when it registers). */
-export function driverOf(rt: CsiRuntime, name: string): CsiDriver {
+/**
+ * The registered driver, or a transient failure (nothing happened; retry when it registers), worded
+ * with the kubelet's `step` prefix when given (see {@link driverNotRegistered}).
+ */
+export function driverOf(rt: CsiRuntime, name: string, step?: string): CsiDriver {
   const entry = rt.registry.get(name)
-  if (!entry) throw driverNotRegistered(name)
+  if (!entry) throw driverNotRegistered(name, step)
   return entry.driver
 }
 

@@ -8,7 +8,7 @@ import { dirname, joinPath } from '../../paths.js'
 import type { DeviceMounterArgs } from '../plugin.js'
 import { removeUnmounted } from '../util/remove-unmounted.js'
 import { waitForVolumeAttachment } from './attachment.js'
-import { classifyCsiError, isFinalCsiError } from './csi-error.js'
+import { classifyCsiError, csiStepError, isFinalCsiError } from './csi-error.js'
 import { accessModeOf, csiSourceOf, readSecrets } from './requests.js'
 import { type CsiRuntime, call, capabilitiesOf, driverObject, driverOf } from './runtime.js'
 import { loadVolData, removeVolData, saveVolData, VOL_DATA_FILE } from './vol-data.js'
@@ -43,7 +43,7 @@ export async function stageVolume(rt: CsiRuntime, spec: VolumeSpec, deviceMountP
   if (!source || source.ephemeral) throw new Error(`volume ${spec.name} is not a CSI persistent volume`)
   const context = rt.context()
   const { host } = context
-  const driver = driverOf(rt, source.driver)
+  const driver = driverOf(rt, source.driver, 'attacher.MountDevice failed to create newCsiDriverClient')
   const dataDir = dirname(deviceMountPath)
   await host.mkdir(deviceMountPath, { recursive: true, mode: 0o750 })
   await saveVolData(host, dataDir, { driverName: source.driver, volumeHandle: source.volumeHandle })
@@ -94,7 +94,7 @@ export async function unstageVolume(rt: CsiRuntime, deviceMountPath: string): Pr
   const dataDir = dirname(deviceMountPath)
   const data = await loadVolData(host, dataDir)
   if (data) {
-    const driver = driverOf(rt, data.driverName)
+    const driver = driverOf(rt, data.driverName, 'attacher.UnmountDevice failed to create newCsiDriverClient')
     const capabilities = await capabilitiesOf(rt, data.driverName)
     if (capabilities.includes('STAGE_UNSTAGE_VOLUME')) {
       try {
@@ -102,7 +102,7 @@ export async function unstageVolume(rt: CsiRuntime, deviceMountPath: string): Pr
           driver.nodeUnstageVolume({ volumeId: data.volumeHandle, stagingTargetPath: deviceMountPath }, o),
         )
       } catch (err) {
-        throw classifyCsiError('rpc NodeUnstageVolume', err)
+        throw csiStepError('attacher.UnmountDevice failed', classifyCsiError('rpc NodeUnstageVolume', err))
       }
     }
   }
