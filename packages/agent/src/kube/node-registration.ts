@@ -7,8 +7,9 @@
  * since kubevol manages no CPU, memory or pods. Existing: the annotation is set or removed to match
  * `controllerAttachDetach` (a merge patch of the metadata), as the kubelet reconciles it.
  *
- * Missing with registration off: one warning, then checks again with a doubling delay, and the
- * readiness check says the Node does not exist until it appears.
+ * Missing with registration off: one warning, then checks again with a doubling delay (up to 7 s,
+ * as the kubelet retries registration), and the readiness check says the Node does not exist until
+ * it appears.
  */
 import { arch as processArch, platform as processPlatform } from 'node:process'
 import type { V1Node } from '@kubernetes/client-node'
@@ -37,7 +38,7 @@ export interface NodeRegistrationOptions {
   readonly controllerAttachDetach: boolean
   /** First delay before checking again; doubles up to `maxRetryMs`. */
   readonly retryMs: number
-  /** @default 30000 */
+  /** @default 7000 (the kubelet's registration backoff cap) */
   readonly maxRetryMs?: number
   readonly logger: Logger
 }
@@ -65,7 +66,7 @@ export function initialNodeLabels(nodeName: string, extra: Readonly<Record<strin
 /** Creates the registration; `start()` runs it. */
 export function createNodeRegistration(options: NodeRegistrationOptions): NodeRegistration {
   const { clients, nodeName, logger } = options
-  const maxRetryMs = options.maxRetryMs ?? 30_000
+  const maxRetryMs = options.maxRetryMs ?? 7_000
   let state: NodeRegistrationState = 'pending'
   let lastError: string | undefined
   let warned: string | undefined
