@@ -5,7 +5,7 @@
  */
 import type { BlockVolumeMapper } from '../plugins/plugin.js'
 import type { AttachedVolume, MountedVolume } from '../cache/actual-state.js'
-import { failureKind } from '../errors.js'
+import { OperationError, failureKind } from '../errors.js'
 import type { Host } from '../host/host.js'
 import { joinPath } from '../paths.js'
 import type { VolumePlugin } from '../plugins/plugin.js'
@@ -70,7 +70,12 @@ function findMapper(prefix: string, find: () => VolumePlugin, subject: { outerNa
   } catch (err) {
     throw stepFailed(prefix, subject, err)
   }
-  if (!plugin.block) throw stepFailed(prefix, subject, 'failed to find BlockVolumeMapper plugin. Volume plugin is nil.')
+  if (!plugin.block) {
+    // The kubelet's GenerateErrorDetailed("<prefix> to find BlockVolumeMapper plugin. Volume plugin
+    // is nil.", nil): the words belong to the prefix, and no cause follows them.
+    const text = `${prefix} to find BlockVolumeMapper plugin. Volume plugin is nil.`
+    throw new OperationError(detailedMessage(text, subject), simpleMessage(text, subject), 'final')
+  }
   return { plugin, block: plugin.block }
 }
 
