@@ -544,13 +544,14 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
       }
       const onAbort = (): void => {
         if (done()) finish()
-        else finish(failure('context canceled'))
+        else finish(failure('context canceled'), true)
       }
       if (waiter.check()) return
       if (wait?.signal?.aborted) return onAbort()
       wait?.signal?.addEventListener('abort', onAbort, { once: true })
       timer = clock.setTimer(wait?.timeoutMs ?? POD_ATTACH_AND_MOUNT_TIMEOUT_MS, () => {
         if (done()) finish()
+        // The kubelet polls with wait.PollUntilContextTimeout: its timeout is the context's deadline.
         else finish(failure('context deadline exceeded'), true)
       })
       if (polling) {
