@@ -20,6 +20,20 @@ function setup(pluginOptions: Parameters<typeof createFakePlugin>[0] = { attacha
 }
 
 describe('ActualStateOfWorld', () => {
+  it('derives an empty volume name from the attachable plugin, as the kubelet addVolume does (SPEC §3.3)', () => {
+    const asw = setup()
+    expect(asw.markVolumeAsAttached('', spec, '/dev/fake/disk')).toBe('kubevol.io/fake/disk')
+    expect(asw.getAttachedVolume('kubevol.io/fake/disk')).toMatchObject({ devicePath: '/dev/fake/disk', attachability: 'attachable' })
+    expect(asw.volumeNames()).toEqual(['kubevol.io/fake/disk'])
+    // With a plugin that names its volumes under another prefix (fileDisk: the CSI one).
+    const prefixed = new ActualStateOfWorld(createTestPluginManager([{ ...createFakePlugin({ attachable: true }), uniqueNamePrefix: 'kubernetes.io/csi' }]))
+    expect(prefixed.markVolumeAsAttached('', spec, '')).toBe('kubernetes.io/csi/disk')
+    // Nothing attaches it: the kubelet's error, and nothing added.
+    const plain = setup({})
+    expect(() => plain.markVolumeAsAttached('', spec, '')).toThrow('failed to get AttachablePlugin from volumeSpec for volume "data" err=<nil>')
+    expect(plain.volumeNames()).toEqual([])
+  })
+
   it('refuses to mount a volume that is not attached', () => {
     const asw = setup()
     expect(() => asw.markVolumeAsMounted(opts('a'))).toThrow(

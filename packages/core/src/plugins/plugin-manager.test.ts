@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest'
 import { specFromVolume } from '../api/volume-spec.js'
 import { createFakePlugin } from '../testing/fake-plugin.js'
 import { createTestPluginManager } from '../testing/plugin-context.js'
+import { uniqueVolumeNameOf, volumeNameInUniqueName } from './plugin-manager.js'
 
 describe('createPluginManager', () => {
   it.each([
@@ -31,5 +32,16 @@ describe('createPluginManager', () => {
     const attachable = createTestPluginManager([createFakePlugin({ attachable: true })])
     expect(attachable.findAttachablePluginBySpec(spec)?.name).toBe('kubevol.io/fake')
     expect(attachable.findDeviceMountablePluginBySpec(spec)?.name).toBe('kubevol.io/fake')
+  })
+
+  it('names a shared-device volume by its device and a per-pod one by its pod, under the plugin\'s unique-name prefix (SPEC §3.1)', () => {
+    const spec = specFromVolume({ name: 'x', fake: { name: 'disk1' } })
+    expect(uniqueVolumeNameOf(createFakePlugin({ attachable: true }), spec, 'uid1')).toBe('kubevol.io/fake/disk1')
+    expect(uniqueVolumeNameOf(createFakePlugin(), spec, 'uid1')).toBe('kubevol.io/fake/uid1-x')
+    const csiNamed = { ...createFakePlugin({ attachable: true }), uniqueNamePrefix: 'kubernetes.io/csi' }
+    expect(uniqueVolumeNameOf(csiNamed, spec, 'uid1')).toBe('kubernetes.io/csi/disk1')
+    expect(volumeNameInUniqueName(csiNamed, 'kubernetes.io/csi/disk1')).toBe('disk1')
+    // A name made before the plugin had a prefix still gives its volume name.
+    expect(volumeNameInUniqueName(csiNamed, 'kubevol.io/fake/disk1')).toBe('disk1')
   })
 })
