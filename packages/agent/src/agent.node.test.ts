@@ -170,7 +170,7 @@ describe('status.volumesInUse', () => {
       expect(own).toHaveLength(1)
       expect(inUse()).toEqual([FOREIGN, ...own].sort())
       expect(api.requests.some((r) => r.path === `/api/v1/nodes/${NODE}/status` && r.status === 409)).toBe(true)
-      // Every write carried the Node's resourceVersion as a precondition, as a merge patch.
+      // Every write was a merge patch of the status subresource.
       expect(api.requests.filter((r) => r.path === `/api/v1/nodes/${NODE}/status`).every((r) => r.contentType === 'application/merge-patch+json')).toBe(true)
 
       api.delete('Pod', 'default', 'web', { gracePeriodSeconds: 0 })

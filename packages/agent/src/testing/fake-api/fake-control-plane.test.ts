@@ -2,7 +2,7 @@
  * The fake API server against what a real v1.32 control plane does that node registration and
  * controller attach/detach depend on (KUBE-API.md): a missing Node is a 404 Status; a node creates
  * only its own Node, with only the labels a kubelet may set; the attach/detach controller ignores a
- * Node until it carries the annotation, creates VolumeAttachments unless the CSIDriver object says
+ * Node until it carries the annotation (and a patch's resourceVersion is a precondition), creates VolumeAttachments unless the CSIDriver object says
  * `attachRequired: false`, reports attached volumes under the CSI unique name, and detaches what the
  * node no longer uses.
  */
@@ -72,6 +72,21 @@ describe('a missing Node and registration', () => {
     expect(api.get('Node', undefined, 'n1')?.metadata.labels).toEqual({ 'kubernetes.io/hostname': 'n1', 'node.kubernetes.io/pool': 'ok', 'example.com/x': 'y' })
     // A second create is 409 AlreadyExists, as on the real server.
     expect((await call(api, '/api/v1/nodes', { token, method: 'POST', body: { metadata: { name: 'n1' } } })).body).toMatchObject({ code: 409, reason: 'AlreadyExists' })
+  })
+})
+
+describe('a patch carrying a resourceVersion', () => {
+  it('is a precondition: a stale one is 409 Conflict and changes nothing', async () => {
+    api = await startFakeApiServer()
+    const created = api.create('Node', { metadata: { name: 'n1' } })
+    api.patch('Node', undefined, 'n1', { status: { volumesInUse: ['theirs'] } }, { subresource: 'status' })
+    const patch = (rv: string | undefined) =>
+      call(api as FakeApiServer, '/api/v1/nodes/n1/status', { method: 'PATCH', body: { metadata: { resourceVersion: rv }, status: { volumesInUse: ['mine'] } }, contentType: 'application/merge-patch+json' })
+    const stale = await patch(created.metadata.resourceVersion)
+    expect(stale).toMatchObject({ status: 409, body: { reason: 'Conflict', message: 'Operation cannot be fulfilled on nodes "n1": the object has been modified; please apply your changes to the latest version and try again' } })
+    expect(api.get('Node', undefined, 'n1')?.status).toEqual({ volumesInUse: ['theirs'] })
+    expect((await patch(api.get('Node', undefined, 'n1')?.metadata.resourceVersion)).status).toBe(200)
+    expect(api.get('Node', undefined, 'n1')?.status).toEqual({ volumesInUse: ['mine'] })
   })
 })
 
