@@ -75,7 +75,7 @@ export function createNodeStatusUpdater(options: NodeStatusUpdaterOptions): Node
     return new Set<string>([...written, ...inUse, ...snap.desired.map((v) => v.volumeName), ...snap.mounted.map((v) => v.volumeName), ...snap.attached.map((v) => v.volumeName)])
   }
 
-  /** Reads the Node and writes the merged list when it differs; true when the server holds it. */
+  /** Reads the Node and writes the merged list when it differs from what the server holds. */
   const write = async (inUse: UniqueVolumeName[]): Promise<void> => {
     for (let attempt = 1; ; attempt++) {
       const node: V1Node = await clients.core.readNode({ name: nodeName })
