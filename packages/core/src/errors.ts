@@ -140,6 +140,20 @@ export class WaitError extends KubevolError {
   }
 }
 
+/**
+ * `waitForAttachAndMount` failed while a volume of the pod is not attached because the node reached
+ * its attach limit (kubelet `VolumeAttachLimitExceededError`): the message is the wait's, after
+ * "Node has reached its volume attachment limit, rejecting pod. ". The kubelet rejects such a pod
+ * (status reason `VolumeAttachmentLimitExceeded`) instead of retrying it.
+ */
+export class VolumeAttachLimitExceededError extends WaitError {
+  /** The pod status reason the kubelet rejects the pod with. */
+  readonly reason = 'VolumeAttachmentLimitExceeded'
+  constructor(waitMessage: string, options?: { cause?: unknown; interrupted?: boolean }) {
+    super(`Node has reached its volume attachment limit, rejecting pod. ${waitMessage}`, options)
+  }
+}
+
 /** Invalid options given to a factory. */
 export class ConfigError extends KubevolError {
   constructor(message: string) {

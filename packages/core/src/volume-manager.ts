@@ -12,7 +12,7 @@ import { type UniquePodName, type UniqueVolumeName, expectedVolumeNames, uniqueP
 import { ActualStateOfWorld, type AttachedVolume, type MountedVolume } from './cache/actual-state.js'
 import { DesiredStateOfWorld, type VolumeToMount } from './cache/desired-state.js'
 import { type Clock, type Timer, systemClock, yieldToEventLoop } from './clock.js'
-import { ConfigError, WaitError, errorMessage } from './errors.js'
+import { ConfigError, VolumeAttachLimitExceededError, WaitError, errorMessage } from './errors.js'
 import type { FsStats, Host } from './host/host.js'
 import {
   type Logger,
@@ -27,7 +27,7 @@ import type { OperationContext } from './operations/context.js'
 import { OperationExecutor, type OperationRecord } from './operations/operation-executor.js'
 import { PendingOperations } from './operations/pending-operations.js'
 import { createPaths, type Paths } from './paths.js'
-import { type PluginManager, createPluginManager } from './plugins/plugin-manager.js'
+import { type PluginManager, attachResourceExhausted, createPluginManager } from './plugins/plugin-manager.js'
 import type { VolumePlugin } from './plugins/plugin.js'
 import type { TokenSource } from './plugins/token-source.js'
 import { isVolumeContentKind, podVolumesRead } from './populator/object-references.js'
@@ -723,7 +723,14 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
           return `unmounted volumes=${goList(unmounted)}, unattached volumes=${goList(unattached)}, failed to process volumes=${goList(notInDsw)}: ${cause}`
         },
         wait,
-      )
+      ).catch(async (err: unknown) => {
+        // SPEC §2.1: an unattached volume whose plugin says the node ran out of attachments rejects the pod.
+        const unattached = dsw.getVolumesToMountForPod(podName).filter((v) => v.pluginIsAttachable && !asw.volumeExists(v.volumeName))
+        if (err instanceof WaitError && unattached.length > 0 && (await attachResourceExhausted(pluginManager, unattached))) {
+          throw new VolumeAttachLimitExceededError(err.message, { cause: err, interrupted: err.interrupted })
+        }
+        throw err
+      })
     },
 
     waitForUnmount(pod, wait) {

@@ -236,6 +236,8 @@ export interface CSIDriver {
     readonly seLinuxMount?: boolean
     readonly storageCapacity?: boolean
     readonly tokenRequests?: readonly { readonly audience: string; readonly expirationSeconds?: number }[]
+    /** Set when the driver's node attach limit may change: the kubelet then checks for ResourceExhausted attach errors. */
+    readonly nodeAllocatableUpdatePeriodSeconds?: number
   }
 }
 
@@ -278,6 +280,7 @@ export interface VolumeAttachment {
   readonly status?: {
     readonly attached?: boolean
     readonly attachmentMetadata?: Readonly<Record<string, string>>
-    readonly attachError?: { readonly message?: string; readonly time?: string }
+    /** `errorCode`: the gRPC code of the attach failure (8: ResourceExhausted, the node's attach limit). */
+    readonly attachError?: { readonly message?: string; readonly time?: string; readonly errorCode?: number }
   }
 }

@@ -39,6 +39,24 @@ export interface PluginManager {
 }
 
 /**
+ * True when the attachable plugin of one of `volumes` reports that the node ran out of what
+ * attaching takes (kubelet `VerifyExhaustedResource`, asked for each unattached volume in turn until
+ * one says so). A volume with no attachable plugin, or whose plugin cannot tell, is not.
+ */
+export async function attachResourceExhausted(plugins: PluginManager, volumes: Iterable<{ readonly spec: VolumeSpec }>): Promise<boolean> {
+  for (const { spec } of volumes) {
+    let plugin: VolumePlugin | null
+    try {
+      plugin = plugins.findAttachablePluginBySpec(spec)
+    } catch {
+      continue
+    }
+    if (await plugin?.attach?.verifyExhaustedResource?.(spec)) return true
+  }
+  return false
+}
+
+/**
  * Registers plugins and initializes each with `context`. Names must be non-empty qualified names
  * and unique ("volume plugin %q was registered more than once").
  */

@@ -13,6 +13,7 @@ import { basename, dirname } from '../../paths.js'
 import { FILE_DISK_DRIVER } from '../file-disk.js'
 import type { VolumePlugin, VolumePluginContext } from '../plugin.js'
 import { mountReferences } from '../util/cleanup-mount-point.js'
+import { verifyExhaustedResource } from './attach-limit.js'
 import { waitForVolumeAttachment } from './attachment.js'
 import { blockPaths, blockPublishPath, createCsiBlock } from './block.js'
 import { classifyCsiError, hasGrpcCode } from './csi-error.js'
@@ -168,6 +169,7 @@ export function createCsiPlugin(options: CsiPluginOptions): CsiVolumePlugin {
       async detach(volumeName) {
         ctx().logger.info('CSI detach is the external attacher\'s: nothing to do on the node', { volume: volumeName })
       },
+      verifyExhaustedResource: (spec) => verifyExhaustedResource(rt, spec),
     },
     deviceMount: {
       canDeviceMount: isPersistent,
