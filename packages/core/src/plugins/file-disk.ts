@@ -4,10 +4,15 @@
  * `csi: { driver: filedisk.kubevol.io, volumeHandle: <absolute path of the image>, fsType: ext4|xfs }`;
  * this reserved driver name is served by this built-in plugin, never by an external CSI driver.
  *
+ * Named and attached as the kubelet's CSI plugin would a PV of that driver: unique name
+ * `kubernetes.io/csi/filedisk.kubevol.io^<handle>` (the attach/detach controller's name), and
+ * attachable unless the CSIDriver object `filedisk.kubevol.io` says `attachRequired: false`.
+ *
  * attach = attach the image to a loop device (reusing only kubevol's own: an image someone else
  * attached or mounted is refused as in use, see `file-disk-loops.ts`); mount device = the same
- * check, then format only if blank, check, mount at `plugins/kubevol.io/file-disk/mounts/<pv>`; set
- * up = bind into the pod; tear down, unmount device and detach run in reverse. In block mode the
+ * check (the attach itself when the volume is not attachable), then format only if blank, check,
+ * mount at `plugins/kubevol.io/file-disk/mounts/<pv>`; set up = bind into the pod; tear down,
+ * unmount device (detaching what mount device attached) and detach run in reverse. In block mode the
  * loop device is mapped into the pod. Expansion grows the image, refreshes the loop device and grows
  * the file system (online where the file system allows it).
  */
@@ -59,8 +64,17 @@ export function createFileDiskPlugin(): VolumePlugin {
     if (object === undefined) readDriverObject()
     return object?.spec?.attachRequired !== false
   }
+  // One read at a time: canAttach is asked on every populator pass while the API cannot answer.
+  let reading = false
   const readDriverObject = (): void => {
-    driverObjects.fetch(FILE_DISK_DRIVER).catch((err: unknown) => context.logger.warn('Could not read the fileDisk CSIDriver object', { driver: FILE_DISK_DRIVER, err: String(err) }))
+    if (reading) return
+    reading = true
+    driverObjects
+      .fetch(FILE_DISK_DRIVER)
+      .catch((err: unknown) => context.logger.warn('Could not read the fileDisk CSIDriver object', { driver: FILE_DISK_DRIVER, err: String(err) }))
+      .finally(() => {
+        reading = false
+      })
   }
   const loops = () => {
     const loop = context.host.loopDevices
