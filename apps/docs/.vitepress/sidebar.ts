@@ -17,6 +17,7 @@ export const sidebar = [
       { text: 'Reconstruction and the journal', link: '/concepts/reconstruction' },
       { text: 'Volume plugins', link: '/concepts/volume-plugins' },
       { text: 'CSI', link: '/concepts/csi' },
+      { text: 'kubevol and the kubelet', link: '/concepts/kubelet-fidelity' },
     ],
   },
   {
