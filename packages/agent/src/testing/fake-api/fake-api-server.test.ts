@@ -286,6 +286,31 @@ describe('the Node authorizer', () => {
   })
 })
 
+describe('a claim status written by a node (Node authorizer and NodeRestriction)', () => {
+  it("lets a node patch the expansion fields of its pods' claims, nothing else, nobody else's", async () => {
+    const token = api.nodeToken('n1')
+    api.create('PersistentVolumeClaim', { metadata: { name: 'mine', namespace: 'default' }, spec: { volumeName: 'pv-1' }, status: { phase: 'Bound' } })
+    api.create('PersistentVolumeClaim', { metadata: { name: 'theirs', namespace: 'default' }, spec: { volumeName: 'pv-2' }, status: { phase: 'Bound' } })
+    api.create('Pod', pod('a', 'n1', { volumes: [{ name: 'd', persistentVolumeClaim: { claimName: 'mine' } }] }))
+    api.create('Pod', pod('b', 'n2', { volumes: [{ name: 'd', persistentVolumeClaim: { claimName: 'theirs' } }] }))
+    const patch = (claim: string, status: object, subresource = '/status') =>
+      call(`/api/v1/namespaces/default/persistentvolumeclaims/${claim}${subresource}`, { token, method: 'PATCH', body: { status }, contentType: 'application/merge-patch+json' })
+    const progress = { capacity: { storage: '2Gi' }, allocatedResourceStatuses: { storage: 'NodeResizeInProgress' }, conditions: [{ type: 'Resizing', status: 'True' }] }
+    const ok = await patch('mine', progress)
+    expect(ok.body?.message).toBeUndefined()
+    expect(ok.status).toBe(200)
+    expect(ok.body?.status).toMatchObject({ phase: 'Bound', ...progress })
+    expect((await patch('theirs', progress)).body?.message).toContain("no relationship found between node 'n1' and this object")
+    // The claim itself, and status fields other than the three.
+    expect((await patch('mine', progress, '')).status).toBe(403)
+    const phase = await patch('mine', { phase: 'Lost' })
+    expect(phase.status).toBe(403)
+    expect(phase.body?.message).toBe('persistentvolumeclaims "mine" is forbidden: node "n1" is not allowed to update fields other than status.capacity and status.conditions')
+    expect((await patch('mine', { allocatedResources: { storage: '5Gi' } })).status).toBe(403)
+    expect(api.get('PersistentVolumeClaim', 'default', 'mine')?.status).toMatchObject({ phase: 'Bound', capacity: { storage: '2Gi' } })
+  })
+})
+
 describe('fault injection', () => {
   it('answers the next matching request with the given Status', async () => {
     api.failNext({ method: 'GET', path: /\/pods$/, status: 500, message: 'etcd is down' })

@@ -15,7 +15,7 @@ import { type IncomingMessage, type Server, type ServerResponse, createServer } 
 import type { AddressInfo } from 'node:net'
 import { KubeConfig } from '@kubernetes/client-node'
 import { startAttachDetachController } from './attach-detach-controller.js'
-import { type Identity, type Verb, authorize } from './node-authorizer.js'
+import { type Identity, type Verb, admitNodeUpdate, authorize } from './node-authorizer.js'
 import { jsonPatch, mergePatch } from './patch.js'
 import { matchesFields, matchesLabels, parseFieldSelector, parseLabelSelector } from './selectors.js'
 import { StatusError, badRequest, conflict, methodNotAllowed, notFound, statusBody, unauthorized, unsupportedMediaType } from './status.js'
@@ -229,7 +229,15 @@ export async function startFakeApiServer(options: FakeApiServerOptions = {}): Pr
     return { ...rest, ...(current.status !== undefined ? { status: current.status } : {}) } as KubeObject
   }
 
-  const patchObject = (info: ResourceInfo, namespace: string | undefined, name: string, contentType: string, body: unknown, subresource?: string): KubeObject => {
+  const patchObject = (
+    info: ResourceInfo,
+    namespace: string | undefined,
+    name: string,
+    contentType: string,
+    body: unknown,
+    subresource?: string,
+    identity?: Identity,
+  ): KubeObject => {
     const current = store.get(info, namespace, name)
     if (!current) throw notFound(info.plural, name, info.group)
     let next: unknown
@@ -241,6 +249,8 @@ export async function startFakeApiServer(options: FakeApiServerOptions = {}): Pr
     const object = next as KubeObject
     if (!object.metadata || object.metadata.name !== name) throw badRequest('the name of the object cannot be changed by a patch')
     const result = merged(info, current, withoutTypeMeta(object), subresource)
+    const refused = identity && admitNodeUpdate(identity, info, current, result)
+    if (refused) throw refused
     // The resourceVersion of the patch (if any) is a precondition; without one the current applies.
     return update(info, result)
   }
@@ -364,12 +374,15 @@ export async function startFakeApiServer(options: FakeApiServerOptions = {}): Pr
       const current = store.get(info, namespace, name as string)
       if (!current) throw notFound(info.plural, name as string, info.group)
       const object = withoutTypeMeta(body as KubeObject)
-      const updated = update(info, merged(info, current, { ...object, metadata: { ...object.metadata, namespace } }, subresource))
+      const result = merged(info, current, { ...object, metadata: { ...object.metadata, namespace } }, subresource)
+      const refused = admitNodeUpdate(identity, info, current, result)
+      if (refused) throw refused
+      const updated = update(info, result)
       record.status = 200
       return sendJson(res, 200, withTypeMeta(info, updated))
     }
     if (verb === 'patch') {
-      const updated = patchObject(info, namespace, name as string, contentType, body, subresource)
+      const updated = patchObject(info, namespace, name as string, contentType, body, subresource, identity)
       record.status = 200
       return sendJson(res, 200, withTypeMeta(info, updated))
     }

@@ -4,7 +4,8 @@
  * its pods reference (a single object by name, or a list/watch with `metadata.name=<it>`); creates
  * and patches only its own Node, with only the labels a kubelet may set (NodeRestriction); only gets
  * volume attachments of its own; creates events; requests tokens only for its pods' service accounts, bound to
- * those pods. Everything else is 403 with the API server's message shapes.
+ * those pods; updates the status of the claims its pods use, changing only `capacity`, `conditions` and
+ * `allocatedResourceStatuses` (NodeRestriction). Everything else is 403 with the API server's message shapes.
  */
 import { forbiddenNodeLabels } from '../../kube/kubelet-labels.js'
 import type { FieldRequirement } from './selectors.js'
@@ -61,6 +62,8 @@ interface Related {
 }
 
 type Volume = {
+  name?: string
+  ephemeral?: object
   configMap?: { name?: string }
   secret?: { secretName?: string }
   persistentVolumeClaim?: { claimName?: string }
@@ -92,7 +95,8 @@ function relatedTo(store: FakeStore, node: string): Related {
         if (s.configMap?.name) related.configmaps.add(`${ns}/${s.configMap.name}`)
         if (s.secret?.name) related.secrets.add(`${ns}/${s.secret.name}`)
       }
-      const claim = v.persistentVolumeClaim?.claimName
+      // A generic ephemeral volume's claim is named `<pod>-<volume>`.
+      const claim = v.persistentVolumeClaim?.claimName ?? (v.ephemeral ? `${pod.metadata.name}-${v.name ?? ''}` : undefined)
       if (!claim) continue
       related.persistentvolumeclaims.add(`${ns}/${claim}`)
       const pvc = store.get(resourceOf('persistentvolumeclaims'), ns, claim)
@@ -172,8 +176,11 @@ export function authorize(store: FakeStore, identity: Identity, req: AuthzReques
     case 'secrets':
     case 'persistentvolumeclaims':
     case 'persistentvolumes': {
-      if (!read) return forbidden(identity, req, `a node may only read ${r.plural}`)
-      const name = verb === 'get' ? req.name : selectedName(req.fieldSelector)
+      // A claim's status, as a node writes the progress of a node expansion (what it may change is
+      // NodeRestriction's, in admitNodeUpdate).
+      const claimStatus = r.plural === 'persistentvolumeclaims' && req.subresource === 'status' && (verb === 'patch' || verb === 'update')
+      if (!read && !claimStatus) return forbidden(identity, req, `a node may only read ${r.plural}`)
+      const name = verb === 'list' || verb === 'watch' ? selectedName(req.fieldSelector) : req.name
       if (!name) return forbidden(identity, req, `node "${node}" can only ${verb} individual ${r.plural} it has a relationship with (metadata.name field selector)`)
       const related = relatedTo(store, node)[r.plural]
       const key = `${r.namespaced ? (req.namespace ?? 'default') : ''}/${name}`
@@ -182,4 +189,37 @@ export function authorize(store: FakeStore, identity: Identity, req: AuthzReques
     default:
       return forbidden(identity, req, 'not allowed for nodes')
   }
+}
+
+/** The status fields of a claim a node may change (NodeRestriction with RecoverVolumeExpansionFailure). */
+const NODE_PVC_STATUS_FIELDS = new Set(['capacity', 'conditions', 'allocatedResourceStatuses'])
+
+/**
+ * NodeRestriction on an update or patch a node sends, once the new object is known: of a claim, only
+ * `status.capacity`, `status.conditions` and `status.allocatedResourceStatuses` may change. Undefined
+ * when admitted (and for every other user and resource).
+ */
+export function admitNodeUpdate(identity: Identity, resource: ResourceInfo, current: KubeObject, next: KubeObject): StatusError | undefined {
+  const node = nodeOf(identity)
+  if (node === undefined || resource.plural !== 'persistentvolumeclaims') return undefined
+  const rest = (o: KubeObject): unknown => {
+    const { resourceVersion: _rv, managedFields: _mf, ...metadata } = o.metadata as Record<string, unknown>
+    const status = Object.fromEntries(Object.entries((o.status ?? {}) as Record<string, unknown>).filter(([k]) => !NODE_PVC_STATUS_FIELDS.has(k)))
+    return { ...o, metadata, status }
+  }
+  if (JSON.stringify(sorted(rest(current))) === JSON.stringify(sorted(rest(next)))) return undefined
+  const name = current.metadata.name ?? ''
+  return new StatusError(
+    statusBody(403, 'Forbidden', `persistentvolumeclaims "${name}" is forbidden: node "${node}" is not allowed to update fields other than status.capacity and status.conditions`, {
+      name,
+      kind: 'persistentvolumeclaims',
+    }),
+  )
+}
+
+/** `value` with every object's keys in order, for a comparison that ignores key order. */
+function sorted(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(sorted)
+  if (typeof value !== 'object' || value === null) return value
+  return Object.fromEntries(Object.keys(value).sort().map((k) => [k, sorted((value as Record<string, unknown>)[k])]))
 }
