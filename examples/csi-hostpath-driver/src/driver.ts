@@ -40,6 +40,11 @@ export interface HostpathCsiDriverOptions {
   /** The size of a new block volume image when the volume context has no `size`, bytes. @default 64 MiB */
   readonly blockSizeBytes?: number
   /**
+   * The `volume_condition` NodeGetVolumeStats reports for a volume; undefined leaves it out of the
+   * answer. @default healthy: `{ abnormal: false, message: 'volume is healthy' }`
+   */
+  readonly volumeCondition?: (volumeId: string) => { readonly abnormal: boolean; readonly message: string } | undefined
+  /**
    * Runs before each call with the method name ('NodeStageVolume', ...) and the request: throw
    * `{ code, details }` to fail it, or wait to delay it.
    */
@@ -104,6 +109,10 @@ export async function startHostpathCsiDriver(options: HostpathCsiDriverOptions):
   }
   const volumeDir = (id: string): string => `${options.dataDir}/${checkId(id)}`
   const imageOf = (id: string): string => `${options.dataDir}/${checkId(id)}.img`
+  const conditionOf = (volumeId: string): object => {
+    const condition = options.volumeCondition ? options.volumeCondition(volumeId) : { abnormal: false, message: 'volume is healthy' }
+    return condition ? { volumeCondition: { abnormal: condition.abnormal, message: condition.message } } : {}
+  }
   const mounted = async (path: string): Promise<boolean> => (await host.lstat(path)) !== null && (await host.isMountPoint(path))
   const unmountAll = async (path: string): Promise<void> => {
     while (await mounted(path)) await host.unmount(path)
@@ -215,7 +224,7 @@ export async function startHostpathCsiDriver(options: HostpathCsiDriverOptions):
       if (info?.type !== 'directory') {
         // A raw block volume: only its size means anything.
         const image = await host.stat(imageOf(volumeId))
-        return { usage: [{ unit: 'BYTES', total: image?.size ?? 0 }], volumeCondition: { abnormal: false, message: 'volume is healthy' } }
+        return { usage: [{ unit: 'BYTES', total: image?.size ?? 0 }], ...conditionOf(volumeId) }
       }
       if (!host.statfs) throw new Status(grpc.status.UNIMPLEMENTED, 'the host cannot statfs')
       const s = await host.statfs(path)
@@ -224,7 +233,7 @@ export async function startHostpathCsiDriver(options: HostpathCsiDriverOptions):
           { unit: 'BYTES', total: s.capacityBytes, available: s.availableBytes, used: s.usedBytes },
           { unit: 'INODES', total: s.inodes, available: s.inodesFree, used: s.inodesUsed },
         ],
-        volumeCondition: { abnormal: false, message: 'volume is healthy' },
+        ...conditionOf(volumeId),
       }
     },
     async NodeExpandVolume(r) {

@@ -13,7 +13,7 @@ import { ActualStateOfWorld, type AttachedVolume, type MountedVolume } from './c
 import { DesiredStateOfWorld, type VolumeToMount } from './cache/desired-state.js'
 import { type Clock, type Timer, systemClock, yieldToEventLoop } from './clock.js'
 import { ConfigError, VolumeAttachLimitExceededError, WaitError, errorMessage } from './errors.js'
-import type { FsStats, Host } from './host/host.js'
+import type { Host } from './host/host.js'
 import {
   type Logger,
   type Metrics,
@@ -28,7 +28,7 @@ import { OperationExecutor, type OperationRecord } from './operations/operation-
 import { PendingOperations } from './operations/pending-operations.js'
 import { createPaths, type Paths } from './paths.js'
 import { type PluginManager, attachResourceExhausted, createPluginManager } from './plugins/plugin-manager.js'
-import type { VolumePlugin } from './plugins/plugin.js'
+import type { VolumeMetrics, VolumePlugin } from './plugins/plugin.js'
 import type { TokenSource } from './plugins/token-source.js'
 import { isVolumeContentKind, podVolumesRead } from './populator/object-references.js'
 import { Populator } from './populator/populator.js'
@@ -76,6 +76,13 @@ export interface VolumeManagerOptions {
    * or an object they read changes. @default 60000 (the kubelet's pod sync period)
    */
   readonly remountPeriodMs?: number
+  /**
+   * How often the claims and PVs of mounted volumes are read again to find a grown PV (SPEC §4.4),
+   * beyond the claim and PV changes the object reader announces; 0 turns it off. An API reader
+   * learns of a change only by reading, so this is what finds it there. @default 60000 (the
+   * kubelet's pod sync period, on which it finds them)
+   */
+  readonly expansionCheckPeriodMs?: number
   /**
    * How often volume usage is collected (emptyDir sizeLimit events); 0 turns it off. Agents that
    * export stats call `collectVolumeStats` themselves. @default 60000
@@ -140,7 +147,8 @@ export interface VolumeStats {
   readonly pluginName: string
   /** The claim, for the `namespace`/`persistentvolumeclaim` labels. */
   readonly claim?: string
-  readonly stats: FsStats
+  /** Usage, and the health the plugin reports (`volumeCondition`, CSI drivers with VOLUME_CONDITION). */
+  readonly stats: VolumeMetrics
 }
 
 /** What the manager announces as it works. */
@@ -437,7 +445,12 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
         if (pod && podVolumesRead(pod, changed)) populator.reprocessPod(uid)
       }
     }
+    // A grown PV (or a claim asking for a node resize) is expanded without waiting for a pod update.
+    if (changed.kind === 'PersistentVolume' || changed.kind === 'PersistentVolumeClaim') checkExpansion(changed)
     schedulePopulate()
+  }
+  const checkExpansion = (changed?: ObjectReference): void => {
+    if (running) void populator.checkVolumeExpansion(changed).catch((err: unknown) => logger.warn('Volume expansion check failed', { err: errorMessage(err) }))
   }
   // A pod changed: that pod alone is looked at again (and set up again when its volumes require it),
   // as the kubelet syncs the pod that changed; without a UID, every pod.
@@ -550,8 +563,8 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
       if (wait?.signal?.aborted) return onAbort()
       wait?.signal?.addEventListener('abort', onAbort, { once: true })
       timer = clock.setTimer(wait?.timeoutMs ?? POD_ATTACH_AND_MOUNT_TIMEOUT_MS, () => {
-        if (done()) finish()
         // The kubelet polls with wait.PollUntilContextTimeout: its timeout is the context's deadline.
+        if (done()) finish()
         else finish(failure('context deadline exceeded'), true)
       })
       if (polling) {
@@ -593,8 +606,8 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
           ctx.journal = journal
         }
         const rebuilt = await reconstructVolumes({ host: options.host, paths, plugins: pluginManager, asw, logger, metrics, journal })
-        reconciler.setFailedReconstruction(rebuilt.failed)
         reconstructedToReport = rebuilt.reconstructed
+        reconciler.setFailedReconstruction(rebuilt.failed)
         // Only now do passes run: a pass before reconstruction would see a half-built actual state.
         running = true
         markPassesRunning()
@@ -667,6 +680,14 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
             setTimer(remountPeriodMs, remount)
           }
           setTimer(remountPeriodMs, remount)
+        }
+        const expansionCheckPeriodMs = options.expansionCheckPeriodMs ?? 60_000
+        if (expansionCheckPeriodMs > 0) {
+          const expansion = (): void => {
+            checkExpansion()
+            setTimer(expansionCheckPeriodMs, expansion)
+          }
+          setTimer(expansionCheckPeriodMs, expansion)
         }
         const housekeepingPeriodMs = options.housekeepingPeriodMs ?? 10_000
         if (housekeepingPeriodMs > 0) {
@@ -888,7 +909,7 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
       const result: VolumeStats[] = []
       for (const vtm of dsw.getVolumesToMount()) {
         if (asw.getVolumeMountState(vtm.volumeName, vtm.podName) !== 'mounted') continue
-        let stats: FsStats | undefined
+        let stats: VolumeMetrics | undefined
         try {
           stats = await pluginManager.findPluginBySpec(vtm.spec).newMounter(vtm.spec, vtm.pod).getMetrics?.()
         } catch (err) {

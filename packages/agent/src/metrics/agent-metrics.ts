@@ -237,7 +237,8 @@ export class AgentMetrics implements Metrics {
         }
       },
     })
-    const statGauge = (name: string, help: string, pick: (s: VolumeStats) => number): void => {
+    // `pick` answers undefined for a volume that has no value: it gets no series.
+    const statGauge = (name: string, help: string, pick: (s: VolumeStats) => number | undefined): void => {
       new Gauge({
         name,
         help,
@@ -246,8 +247,9 @@ export class AgentMetrics implements Metrics {
         collect() {
           this.reset()
           for (const s of metrics.#view?.stats() ?? []) {
-            if (!s.claim) continue
-            this.set({ namespace: s.pod.metadata.namespace ?? 'default', persistentvolumeclaim: s.claim }, pick(s))
+            const value = s.claim ? pick(s) : undefined
+            if (value === undefined) continue
+            this.set({ namespace: s.pod.metadata.namespace ?? 'default', persistentvolumeclaim: s.claim as string }, value)
           }
         },
       })
@@ -258,7 +260,13 @@ export class AgentMetrics implements Metrics {
     statGauge('kubelet_volume_stats_inodes', 'Maximum number of inodes in the volume', (s) => s.stats.inodes)
     statGauge('kubelet_volume_stats_inodes_free', 'Number of free inodes in the volume', (s) => s.stats.inodesFree)
     statGauge('kubelet_volume_stats_inodes_used', 'Number of used inodes in the volume', (s) => s.stats.inodesUsed)
-    statGauge('kubelet_volume_stats_health_status_abnormal', 'Abnormal volume health status. The count is either 1 or 0. 1 indicates the volume is unhealthy, 0 indicates volume is healthy', () => 0)
+    // The driver's volume condition (CSI VOLUME_CONDITION), as the kubelet exports it; no series
+    // for a volume whose driver does not report one.
+    statGauge(
+      'kubelet_volume_stats_health_status_abnormal',
+      'Abnormal volume health status. The count is either 1 or 0. 1 indicates the volume is unhealthy, 0 indicates volume is healthy',
+      (s) => (s.stats.volumeCondition ? Number(s.stats.volumeCondition.abnormal) : undefined),
+    )
 
     const simple = (name: string, help: string, read: (view: MetricsView) => number | undefined): void => {
       new Gauge({

@@ -189,7 +189,19 @@ export interface PersistentVolumeClaim {
     readonly phase?: 'Pending' | 'Bound' | 'Lost' | (string & {})
     readonly capacity?: Readonly<Record<string, string | number>>
     readonly allocatedResources?: Readonly<Record<string, string | number>>
+    /** Resize progress by resource: `NodeResizePending`, `NodeResizeInProgress`, `NodeResizeInfeasible`, ... */
+    readonly allocatedResourceStatuses?: Readonly<Record<string, string>>
+    readonly conditions?: readonly PersistentVolumeClaimCondition[]
   }
+}
+
+/** A claim condition (`Resizing`, `FileSystemResizePending`, `NodeResizeError`, ...). */
+export interface PersistentVolumeClaimCondition {
+  readonly type: string
+  readonly status: string
+  readonly lastTransitionTime?: string
+  readonly reason?: string
+  readonly message?: string
 }
 
 export interface NodeSelectorRequirement {

@@ -337,6 +337,17 @@ export class ActualStateOfWorld {
     if (volume) volume.inUseExpansionError = true
   }
 
+  /**
+   * Lets fs-resize-required be seen again: the claim asks for a node resize anew
+   * (`NodeResizePending`), so a resize held back for the old request may run for the new one.
+   */
+  clearInUseExpansionError(volumeName: UniqueVolumeName): void {
+    const volume = this.#volumes.get(volumeName)
+    if (!volume?.inUseExpansionError) return
+    volume.inUseExpansionError = false
+    this.changes.emit(volumeName)
+  }
+
   markVolumeExpansionFailedWithFinalError(volumeName: UniqueVolumeName): void {
     this.#finalExpansionErrors.add(volumeName)
   }

@@ -5,10 +5,11 @@
 import type { Node } from '../api/kubernetes.js'
 import { storageOf } from '../api/quantity.js'
 import type { AttachedVolume } from '../cache/actual-state.js'
-import { errorMessage, failureKind } from '../errors.js'
+import { failureKind } from '../errors.js'
 import type { VolumePlugin } from '../plugins/plugin.js'
 import { volumeNameInUniqueName } from '../plugins/plugin-manager.js'
 import { type OperationContext, emitEvent, simpleMessage, stepFailed, subjectOf } from './context.js'
+import { type NodeExpansionOutcome, expandOnNode, readClaimOf } from './node-expander.js'
 import type { GeneratedOperation, MountRequestVolume } from './mount-operations.js'
 
 /** The claim's reported capacity, read only when the actual state does not know it yet. */
@@ -160,34 +161,26 @@ export function generateExpandInUseVolume(ctx: OperationContext, vtm: MountReque
       if (!newSize || !currentSize) {
         throw stepFailed('NodeExpandvolume.expansion failed', subject, 'current or new size of the volume is not set', 'final')
       }
-      if (!expand || newSize <= currentSize) return
-      if (vtm.spec.readOnly) {
-        emitEvent(ctx, vtm.pod, 'Warning', 'FileSystemResizeFailed', simpleMessage('NodeExpandVolume failed', subject, ': requested read-only file system'))
-        ctx.asw.markForInUseExpansionError(vtm.volumeName)
-        return
-      }
+      const pv = vtm.spec.persistentVolume
+      if (!expand?.requiresFSResize() || newSize <= currentSize || !pv) return
       const mounter = plugin.newMounter(vtm.spec, vtm.pod)
       const deviceStagePath = plugin.deviceMount?.canDeviceMount(vtm.spec) ? plugin.deviceMount.getDeviceMountPath(vtm.spec) : ''
+      let outcome: NodeExpansionOutcome
       try {
-        await expand.nodeExpand({
-          spec: vtm.spec,
-          devicePath: vtm.devicePath,
-          deviceMountPath: mounter.getPath(),
-          deviceStagePath,
-          newSize,
-          oldSize: currentSize,
-        })
+        const pvc = await readClaimOf(ctx, pv)
+        const paths = { devicePath: vtm.devicePath, deviceMountPath: mounter.getPath(), deviceStagePath, oldSize: currentSize }
+        outcome = await expandOnNode(ctx, vtm, expand, pvc, paths, { size: newSize, quantity: pv.spec?.capacity?.storage ?? newSize })
       } catch (err) {
         const failure = stepFailed('NodeExpandVolume failed', subject, err)
         emitEvent(ctx, vtm.pod, 'Warning', 'VolumeResizeFailed', failure.eventMessage)
-        if (errorMessage(err).includes('FailedPrecondition')) {
-          ctx.asw.markForInUseExpansionError(vtm.volumeName)
-          return
-        }
         throw failure
       }
-      ctx.asw.markVolumeAsResized(vtm.volumeName, newSize)
-      emitEvent(ctx, vtm.pod, 'Normal', 'FileSystemResizeSuccessful', simpleMessage('MountVolume.NodeExpandVolume succeeded', subject))
+      if (outcome.status === 'expanded') ctx.asw.markVolumeAsResized(vtm.volumeName, outcome.size)
+      // Not to be tried again for this request (read-only, a failed precondition, a resize the claim
+      // does not ask for, or one to the claim's allocated size, below the PV's): until the claim asks
+      // anew or the volume is added again, not every pass. The kubelet would call NodeExpandVolume
+      // again every 100 ms pass; kubevol's passes run on changes, so that would be a busy loop.
+      if (outcome.status !== 'expanded' || outcome.size < newSize) ctx.asw.markForInUseExpansionError(vtm.volumeName)
     },
   }
 }

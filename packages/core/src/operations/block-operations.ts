@@ -21,6 +21,7 @@ import {
   subjectOf,
 } from './context.js'
 import type { GeneratedOperation, MountRequestVolume } from './mount-operations.js'
+import { expandVolumeDuringMount } from './node-expander.js'
 import { assertTearDownChain } from './pod-dir-chain.js'
 
 /** Links the device into the pod and takes the global reference (kubelet `util.MapBlockVolume`). */
@@ -137,6 +138,16 @@ export function generateMapVolume(ctx: OperationContext, vtm: MountRequestVolume
       } catch (err) {
         markVolumeErrorState(ctx, vtm, 'uncertain')
         throw stepFailed('MapVolume.MapBlockVolume failed', subject, err)
+      }
+      try {
+        // A raw block volume grows too (SPEC §6.6): its path is the published device.
+        const deviceStagePath = plugin.deviceMount?.canDeviceMount(spec) ? plugin.deviceMount.getDeviceMountPath(spec) : ''
+        await expandVolumeDuringMount(ctx, vtm, plugin.nodeExpand, { devicePath, deviceMountPath: devicePath, deviceStagePath })
+      } catch (err) {
+        // Mapped, but containers must not start on a device that should have grown: uncertain, so
+        // it is unmapped once no pod wants it.
+        ctx.asw.markVolumeMountAsUncertain(markOptions(vtm))
+        throw stepFailed('MapVolume.MarkVolumeAsMounted failed while expanding volume', subject, err)
       }
       ctx.metrics.observe(
         'volume_operation_total_seconds',

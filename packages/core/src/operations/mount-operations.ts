@@ -6,9 +6,9 @@
 import type { Mounter, Unmounter } from '../plugins/plugin.js'
 import { cleanVolumeSubPaths } from './clean-sub-paths.js'
 import { assertTearDownChain } from './pod-dir-chain.js'
+import { expandVolumeDuringMount } from './node-expander.js'
 import { subPathMounts, subPathTarget } from './subpath.js'
 import { checkNodeAffinity } from '../api/node-affinity.js'
-import { storageOf } from '../api/quantity.js'
 import { accessModesOf, mountOptionsOf } from '../api/volume-spec.js'
 import type { AttachedVolume, MountedVolume } from '../cache/actual-state.js'
 import type { VolumeToMount } from '../cache/desired-state.js'
@@ -17,12 +17,10 @@ import type { VolumePlugin } from '../plugins/plugin.js'
 import {
   type OperationContext,
   detailedMessage,
-  emitEvent,
   markDeviceErrorState,
   markOptions,
   markVolumeErrorState,
   setupRecord,
-  simpleMessage,
   stepFailed,
   subjectOf,
 } from './context.js'
@@ -140,7 +138,7 @@ export function generateMountVolume(ctx: OperationContext, vtm: MountRequestVolu
         throw stepFailed('MountVolume.SetUp failed', subject, err, 'uncertain')
       }
       try {
-        await expandVolumeDuringMount(ctx, vtm, plugin, mounter.getPath(), deviceMountPath, devicePath)
+        await expandVolumeDuringMount(ctx, vtm, plugin.nodeExpand, { devicePath, deviceMountPath: mounter.getPath(), deviceStagePath: deviceMountPath })
       } catch (err) {
         // Containers must not start on a volume that should have grown; tearing it down later is safe.
         ctx.asw.markVolumeMountAsUncertain(markOptions(vtm))
@@ -203,32 +201,6 @@ function commonRunAsUser(vtm: VolumeToMount): number | undefined {
     }
   }
   return common
-}
-
-/**
- * During mount (SPEC §6.6): when the claim's reported capacity is below the PV's, grow the file
- * system now, before containers start.
- */
-async function expandVolumeDuringMount(
-  ctx: OperationContext,
-  vtm: VolumeToMount,
-  plugin: VolumePlugin,
-  mountPath: string,
-  deviceStagePath: string,
-  devicePath: string,
-): Promise<void> {
-  const pv = vtm.spec.persistentVolume
-  const claim = pv?.spec?.claimRef
-  if (!plugin.nodeExpand?.requiresFSResize() || !pv || !claim?.name) return
-  const pvc = await ctx.objects.getPersistentVolumeClaim(claim.namespace ?? 'default', claim.name).catch((err: unknown) => {
-    throw new Error(`MountVolume.NodeExpandVolume get PVC failed : ${errorMessage(err)}`)
-  })
-  const current = storageOf(pvc.status?.capacity)
-  const desired = storageOf(pv.spec?.capacity)
-  if (current === undefined || desired === undefined || current >= desired) return
-  await plugin.nodeExpand.nodeExpand({ spec: vtm.spec, devicePath, deviceMountPath: mountPath, deviceStagePath, newSize: desired, oldSize: current })
-  ctx.asw.markVolumeAsResized(vtm.volumeName, desired)
-  emitEvent(ctx, vtm.pod, 'Normal', 'FileSystemResizeSuccessful', simpleMessage('MountVolume.NodeExpandVolume succeeded', subjectOf(vtm)))
 }
 
 /** "volume_unmount": clean subPaths → tear down → mark unmounted. Tear-down failure leaves it uncertain. */

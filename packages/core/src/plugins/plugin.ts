@@ -50,7 +50,16 @@ export interface Mounter {
   setUp(args: MounterArgs): Promise<void>
   getAttributes(): MounterAttributes
   /** Capacity and usage; absent when the plugin cannot tell ("metrics are not supported"). */
-  getMetrics?(): Promise<FsStats>
+  getMetrics?(): Promise<VolumeMetrics>
+}
+
+/**
+ * A volume's usage (kubelet `volume.Metrics`) and, when its plugin can tell, its health: a CSI
+ * driver with the VOLUME_CONDITION capability reports `volume_condition` in NodeGetVolumeStats.
+ * No `volumeCondition` means nobody said, not healthy.
+ */
+export interface VolumeMetrics extends FsStats {
+  readonly volumeCondition?: { readonly abnormal: boolean; readonly message: string }
 }
 
 /** Tears one pod's volume down. Must be idempotent and succeed when there is nothing left to do. */

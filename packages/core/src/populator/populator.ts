@@ -4,7 +4,6 @@
  */
 import type { Pod } from '../api/kubernetes.js'
 import { type UniquePodName, getPodVolumeNames, } from '../api/names.js'
-import { storageOf } from '../api/quantity.js'
 import { validatePodPathNames } from '../api/validation.js'
 import { validatePodVolumes } from '../api/volume-validation.js'
 import type { ActualStateOfWorld } from '../cache/actual-state.js'
@@ -12,7 +11,8 @@ import type { DesiredStateOfWorld } from '../cache/desired-state.js'
 import { errorMessage } from '../errors.js'
 import type { Logger } from '../observability.js'
 import type { PluginManager } from '../plugins/plugin-manager.js'
-import type { ObjectReader, PodSource } from './sources.js'
+import { checkVolumeFSResize, recheckVolumeSizes } from './expansion-check.js'
+import type { ObjectReader, ObjectReference, PodSource } from './sources.js'
 import { type ResolvedVolume, resolveVolumeSpec } from './volume-spec-resolver.js'
 
 export interface PopulatorOptions {
@@ -198,13 +198,16 @@ export class Populator {
     volumeName: string,
     entry: ResolvedVolume,
   ): void {
-    const { dsw, asw } = this.#o
-    const pv = entry.spec.persistentVolume
-    if (!pv || !entry.pvc || entry.spec.readOnly) return
-    if (asw.getMountedVolumeForPod(podName, volumeName)?.mountState !== 'mounted') return
-    const desired = storageOf(pv.spec?.capacity)
-    if (desired !== undefined) dsw.updatePersistentVolumeSize(volumeName, desired)
-    asw.initializeClaimSize(volumeName, storageOf(entry.pvc.status?.capacity))
+    checkVolumeFSResize(this.#o, podName, volumeName, entry)
+  }
+
+  /**
+   * SPEC §4.4 without a pod update: the claims and PVs of mounted volumes are read again (only the
+   * volumes built from `changed`, when given) and a grown PV is expanded in use, as the kubelet's
+   * periodic pod re-sync finds it.
+   */
+  checkVolumeExpansion(changed?: ObjectReference): Promise<void> {
+    return recheckVolumeSizes(this.#o, changed)
   }
 
   /**

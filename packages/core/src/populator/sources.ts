@@ -49,6 +49,13 @@ export interface ObjectReader {
   /** A VolumeAttachment by name (controller attach of CSI volumes). */
   getVolumeAttachment?(name: string): Promise<VolumeAttachment>
   /**
+   * The writable side: a JSON merge patch (RFC 7386) of a claim's `status` subresource, as the
+   * kubelet writes the progress of a node expansion (`allocatedResourceStatuses`, `capacity`,
+   * `conditions`); resolves with the updated claim. A Node authorizer lets a node patch the status
+   * of the claims its pods use. Absent: the reader cannot write, and the claim is left as it is.
+   */
+  patchPersistentVolumeClaimStatus?(namespace: string, name: string, status: Readonly<Record<string, unknown>>): Promise<PersistentVolumeClaim>
+  /**
    * Calls `listener` after any object changes; returns the unsubscribe function. A reader that
    * knows which object changed passes it, so only the pods whose volumes reference it are set up
    * again; without it, every pod with such volumes is.

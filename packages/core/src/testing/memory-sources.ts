@@ -135,5 +135,23 @@ export function createMemoryObjectReader(): MemoryObjectReader {
     failReads(error) {
       failure = error
     },
+    async patchPersistentVolumeClaimStatus(namespace, name, status) {
+      const pvc = await get<PersistentVolumeClaim>('PersistentVolumeClaim', namespace, name, 'persistentvolumeclaims')
+      const updated = { ...pvc, status: mergePatch(pvc.status ?? {}, status) as PersistentVolumeClaim['status'] }
+      store.set(key('PersistentVolumeClaim', namespace, name), updated)
+      notify(listeners, { kind: 'PersistentVolumeClaim', namespace, name })
+      return updated
+    },
   }
+}
+
+/** RFC 7386, as the API server applies a merge patch: objects merge key by key, null deletes. */
+function mergePatch(target: unknown, patch: unknown): unknown {
+  if (typeof patch !== 'object' || patch === null || Array.isArray(patch)) return patch
+  const base: Record<string, unknown> = typeof target === 'object' && target !== null && !Array.isArray(target) ? { ...(target as Record<string, unknown>) } : {}
+  for (const [k, value] of Object.entries(patch)) {
+    if (value === null) delete base[k]
+    else base[k] = mergePatch(base[k], value)
+  }
+  return base
 }

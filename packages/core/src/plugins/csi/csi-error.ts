@@ -94,7 +94,11 @@ export function csiLog(message: string): string {
  * (uncertain, transient) is kept; a final error stays final.
  */
 export function csiStepError(step: string, err: unknown): Error {
-  const message = csiLog(`${step}: ${errorMessage(err)}`)
+  return rewordedError(csiLog(`${step}: ${errorMessage(err)}`), err)
+}
+
+/** `err` under another text, of the same kind (uncertain, transient or final). */
+export function rewordedError(message: string, err: unknown): Error {
   const kind = failureKind(err)
   return kind === 'final' ? new KubevolError('CsiStepFailed', message, { cause: err }) : new VolumeOperationFailure(kind, message, { cause: err })
 }

@@ -8,15 +8,15 @@
 import type { VolumeAttachment } from '../../api/kubernetes.js'
 import { type VolumeSpec, isBlockSpec } from '../../api/volume-spec.js'
 import { ConfigError, errorMessage } from '../../errors.js'
-import type { FsStats } from '../../host/host.js'
 import { basename, dirname } from '../../paths.js'
 import { FILE_DISK_DRIVER } from '../file-disk.js'
-import type { VolumePlugin, VolumePluginContext } from '../plugin.js'
+import type { VolumeMetrics, VolumePlugin, VolumePluginContext } from '../plugin.js'
+import { NodeExpansionError } from '../node-expansion-error.js'
 import { mountReferences } from '../util/cleanup-mount-point.js'
 import { verifyExhaustedResource } from './attach-limit.js'
 import { waitForVolumeAttachment } from './attachment.js'
 import { blockPaths, blockPublishPath, createCsiBlock } from './block.js'
-import { classifyCsiError, hasGrpcCode } from './csi-error.js'
+import { classifyCsiError, hasGrpcCode, rewordedError } from './csi-error.js'
 import { CSI_DEFAULT_TIMEOUT_MS } from './deadline.js'
 import type { CsiDriverRegistry } from './driver-registry.js'
 import { createCsiDriverObjects } from './driver-objects.js'
@@ -211,8 +211,13 @@ export function createCsiPlugin(options: CsiPluginOptions): CsiVolumePlugin {
             ),
           )
         } catch (err) {
-          if (hasGrpcCode(err, 'FailedPrecondition')) throw new Error(`FailedPrecondition: ${errorMessage(err)}`, { cause: err })
-          throw classifyCsiError('rpc NodeExpandVolume', err)
+          // kubelet csi_expander / csi_client: FailedPrecondition (the volume cannot grow while in use
+          // on this node) and InvalidArgument / OutOfRange (the size is infeasible) are kinds of their own.
+          const message = `Expander.NodeExpand failed to expand the volume : ${errorMessage(err)}`
+          if (hasGrpcCode(err, 'FailedPrecondition')) throw new NodeExpansionError('failed-precondition', message, { cause: err })
+          if (hasGrpcCode(err, 'InvalidArgument', 'OutOfRange')) throw new NodeExpansionError('infeasible', message, { cause: err })
+          // Any other failure carries the expander's prefix too, of the kind its code says.
+          throw rewordedError(message, classifyCsiError('rpc NodeExpandVolume', err))
         }
         return true
       },
@@ -222,19 +227,25 @@ export function createCsiPlugin(options: CsiPluginOptions): CsiVolumePlugin {
 
 /**
  * NodeGetVolumeStats when the driver has GET_VOLUME_STATS ("metrics are not supported" otherwise);
- * driver and handle from the vol_data.json in `dataDir` (beside the target for file systems).
+ * driver and handle from the vol_data.json in `dataDir` (beside the target for file systems). The
+ * volume's condition is kept only from a driver with VOLUME_CONDITION, as the kubelet reads it:
+ * another driver's answer may carry a default (healthy) condition that means nothing.
  */
-async function volumeStats(rt: CsiRuntime, target: string, staging: string, dataDir = dirname(target)): Promise<FsStats> {
+async function volumeStats(rt: CsiRuntime, target: string, staging: string, dataDir = dirname(target)): Promise<VolumeMetrics> {
   const data = await loadVolData(rt.context().host, dataDir)
   if (!data) throw new Error(`no CSI volume at ${target}`)
   const driver = driverOf(rt, data.driverName)
   const capabilities = await capabilitiesOf(rt, data.driverName)
   if (!capabilities.includes('GET_VOLUME_STATS')) throw new Error('metrics are not supported')
-  return call(rt, data.driverName, '/csi.v1.Node/NodeGetVolumeStats', (o) =>
+  const stats = await call(rt, data.driverName, '/csi.v1.Node/NodeGetVolumeStats', (o) =>
     driver.nodeGetVolumeStats(
       { volumeId: data.volumeHandle, volumePath: target, stagingTargetPath: capabilities.includes('STAGE_UNSTAGE_VOLUME') ? staging : '' },
       o,
     ),
   )
+  const { volumeCondition, ...usage } = stats
+  return volumeCondition && capabilities.includes('VOLUME_CONDITION')
+    ? { ...usage, volumeCondition: { abnormal: volumeCondition.abnormal, message: volumeCondition.message } }
+    : usage
 }
 

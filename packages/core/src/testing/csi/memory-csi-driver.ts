@@ -31,6 +31,11 @@ export interface MemoryCsiDriverOptions {
   readonly dataDir?: string
   /** The size of a new block volume image, bytes. @default 64 MiB */
   readonly blockSizeBytes?: number
+  /**
+   * The `volume_condition` NodeGetVolumeStats reports for a volume (a driver with VOLUME_CONDITION);
+   * undefined leaves it out of the answer. @default none for every volume
+   */
+  readonly volumeCondition?: (volumeId: string) => { readonly abnormal: boolean; readonly message: string } | undefined
 }
 
 export interface MemoryCsiDriver extends CsiDriver {
@@ -172,7 +177,8 @@ export function createMemoryCsiDriver(options: MemoryCsiDriverOptions): MemoryCs
         requireId(r.volumeId, r.volumePath, 'volume path')
         if (!(await host.lstat(r.volumePath)) || !(await host.isMountPoint(r.volumePath))) throw csiError('NotFound', `volume ${r.volumeId} is not published at ${r.volumePath}`)
         const capacity = sizes.get(r.volumeId) ?? 1 << 30
-        return { capacityBytes: capacity, availableBytes: capacity, usedBytes: 0, inodes: 1000, inodesFree: 1000, inodesUsed: 0 }
+        const condition = options.volumeCondition?.(r.volumeId)
+        return { capacityBytes: capacity, availableBytes: capacity, usedBytes: 0, inodes: 1000, inodesFree: 1000, inodesUsed: 0, ...(condition ? { volumeCondition: condition } : {}) }
       }),
   }
 }
