@@ -8,7 +8,7 @@ import { type MemoryHost, createMemoryHost } from '@kubevol/adapter-mock'
 import type { CsiDriverRegistry } from '@kubevol/core'
 import { createMemoryCsiDriver } from '@kubevol/core/testing'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { until } from '../test/helpers.js'
+import { get, until } from '../test/helpers.js'
 import { type Agent, startAgent } from './agent.js'
 import { type CsiAdapter, startCsi } from './csi-drivers.js'
 import { CSI_NODE_ID_ANNOTATION } from './kube/csi-node.js'
@@ -111,5 +111,146 @@ describe('CSI drivers from the configuration', () => {
     expect(watched).toBeUndefined()
     // Stopping leaves the drivers registered (leaving is not deregistering).
     expect(csi.registry.list()).toHaveLength(csiDrivers.length)
+  })
+})
+
+describe("the driver's volume health in kubelet_volume_stats_health_status_abnormal", () => {
+  let api: FakeApiServer
+  let agent: Agent | undefined
+  afterEach(async () => {
+    await agent?.stop()
+    agent = undefined
+    await api.close()
+  })
+
+  it('exports what a driver with VOLUME_CONDITION says, and no series where nobody said', async () => {
+    api = await startFakeApiServer()
+    const host = createMemoryHost()
+    api.create('Node', { metadata: { name: NODE } })
+    api.create('CSIDriver', { metadata: { name: DRIVER }, spec: { attachRequired: false } })
+    api.create('CSIDriver', { metadata: { name: 'plain.csi.kubevol.io' }, spec: { attachRequired: false } })
+    // sick and well: the driver reports a condition; quiet: it reports none; other: a driver without
+    // VOLUME_CONDITION answers with a condition, which means nothing.
+    const claims = [
+      { name: 'sick', driver: DRIVER },
+      { name: 'well', driver: DRIVER },
+      { name: 'quiet', driver: DRIVER },
+      { name: 'other', driver: 'plain.csi.kubevol.io' },
+    ]
+    for (const { name, driver } of claims) {
+      const pvc = api.create('PersistentVolumeClaim', { metadata: { name, namespace: 'default' }, spec: { volumeName: `pv-${name}`, accessModes: ['ReadWriteOnce'] } })
+      api.create('PersistentVolume', {
+        metadata: { name: `pv-${name}` },
+        spec: { capacity: { storage: '1Gi' }, accessModes: ['ReadWriteOnce'], csi: { driver, volumeHandle: name }, claimRef: { name, namespace: 'default', uid: pvc.metadata.uid } },
+      })
+      api.patch('PersistentVolumeClaim', 'default', name, { status: { phase: 'Bound', capacity: { storage: '1Gi' } } }, { subresource: 'status' })
+    }
+    agent = await startAgent(
+      { nodeName: NODE, mode: 'api', port: 0, watchRetryMs: 20, podSyncRetryMs: 50, objectCacheTtlMs: 0, statsPeriodMs: 20, shutdownGraceMs: 1_000 },
+      { host, kubeConfig: api.kubeConfig(api.nodeToken(NODE)), log: { silent: true }, manager: { backoff: { initialMs: 20, maxMs: 200 } } as object },
+    )
+    const conditions: Record<string, { abnormal: boolean; message: string }> = { sick: { abnormal: true, message: 'disk failing' }, well: { abnormal: false, message: 'ok' } }
+    const capabilities = ['STAGE_UNSTAGE_VOLUME', 'GET_VOLUME_STATS'] as const
+    agent.csiDrivers.register({
+      name: DRIVER,
+      driver: createMemoryCsiDriver({ host, name: DRIVER, capabilities: [...capabilities, 'VOLUME_CONDITION'], volumeCondition: (id) => conditions[id] }),
+    })
+    agent.csiDrivers.register({
+      name: 'plain.csi.kubevol.io',
+      driver: createMemoryCsiDriver({ host, name: 'plain.csi.kubevol.io', capabilities, volumeCondition: () => ({ abnormal: true, message: 'meaningless' }) }),
+    })
+    const pod = api.create('Pod', {
+      metadata: { name: 'db', namespace: 'default' },
+      spec: {
+        nodeName: NODE,
+        containers: [{ name: 'main', image: 'busybox', volumeMounts: claims.map(({ name }) => ({ name, mountPath: `/${name}` })) }],
+        volumes: claims.map(({ name }) => ({ name, persistentVolumeClaim: { claimName: name } })),
+      },
+    })
+    const uid = pod.metadata.uid as string
+    await until('the pod mounted', () => agent?.manager.getMountedVolumesForPod(uid).size === claims.length)
+    const series = async (): Promise<string[]> => {
+      const { text } = await get(`${agent?.url}/metrics`)
+      return text.split('\n').filter((line) => line.startsWith('kubelet_volume_stats_health_status_abnormal{'))
+    }
+    const capacity = async (): Promise<number> => {
+      const { text } = await get(`${agent?.url}/metrics`)
+      return text.split('\n').filter((line) => line.startsWith('kubelet_volume_stats_capacity_bytes{')).length
+    }
+    await until('stats collected for every claim', async () => (await capacity()) === claims.length)
+    expect((await series()).sort()).toEqual([
+      'kubelet_volume_stats_health_status_abnormal{namespace="default",persistentvolumeclaim="sick"} 1',
+      'kubelet_volume_stats_health_status_abnormal{namespace="default",persistentvolumeclaim="well"} 0',
+    ])
+    // The driver changes its mind: the next collection says so.
+    conditions.sick = { abnormal: false, message: 'repaired' }
+    await until('the repaired volume reported healthy', async () => (await series()).some((line) => line.endsWith('persistentvolumeclaim="sick"} 0')))
+  })
+})
+
+describe('a claim grown under a running pod (API mode)', () => {
+  let api: FakeApiServer
+  let agent: Agent | undefined
+  afterEach(async () => {
+    await agent?.stop()
+    agent = undefined
+    await api.close()
+  })
+
+  it('is expanded on the node without a pod update, and the claim status written as the node', async () => {
+    api = await startFakeApiServer()
+    const host = createMemoryHost()
+    api.create('Node', { metadata: { name: NODE } })
+    api.create('CSIDriver', { metadata: { name: DRIVER }, spec: { attachRequired: false } })
+    const pvc = api.create('PersistentVolumeClaim', {
+      metadata: { name: 'data', namespace: 'default' },
+      spec: { volumeName: 'pv-data', accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } },
+    })
+    api.create('PersistentVolume', {
+      metadata: { name: 'pv-data' },
+      spec: { capacity: { storage: '1Gi' }, accessModes: ['ReadWriteOnce'], csi: { driver: DRIVER, volumeHandle: 'vol-1' }, claimRef: { name: 'data', namespace: 'default', uid: pvc.metadata.uid } },
+    })
+    api.patch('PersistentVolumeClaim', 'default', 'data', { status: { phase: 'Bound', capacity: { storage: '1Gi' } } }, { subresource: 'status' })
+    agent = await startAgent(
+      { nodeName: NODE, mode: 'api', port: 0, watchRetryMs: 20, podSyncRetryMs: 50, objectCacheTtlMs: 0, statsPeriodMs: 0, shutdownGraceMs: 1_000 },
+      {
+        host,
+        kubeConfig: api.kubeConfig(api.nodeToken(NODE)),
+        log: { silent: true },
+        manager: { backoff: { initialMs: 20, maxMs: 200 }, expansionCheckPeriodMs: 50 } as object,
+      },
+    )
+    const driver = createMemoryCsiDriver({ host, name: DRIVER })
+    agent.csiDrivers.register({ name: DRIVER, driver })
+    const pod = api.create('Pod', {
+      metadata: { name: 'db', namespace: 'default' },
+      spec: { nodeName: NODE, containers: [{ name: 'main', image: 'busybox', volumeMounts: [{ name: 'data', mountPath: '/data' }] }], volumes: [{ name: 'data', persistentVolumeClaim: { claimName: 'data' } }] },
+    })
+    const uid = pod.metadata.uid as string
+    await until('the pod mounted', () => agent?.manager.getMountedVolumesForPod(uid).size === 1)
+    const expands = () => driver.calls.filter((c) => c.method === 'NodeExpandVolume')
+    expect(expands()).toEqual([])
+    const podVersion = api.get('Pod', 'default', 'db')?.metadata.resourceVersion
+
+    // What the external resizer writes: the PV's new capacity, then the claim's allocated size and status.
+    api.patch('PersistentVolume', undefined, 'pv-data', { spec: { capacity: { storage: '2Gi' } } })
+    api.patch('PersistentVolumeClaim', 'default', 'data', { spec: { resources: { requests: { storage: '2Gi' } } } })
+    api.patch(
+      'PersistentVolumeClaim',
+      'default',
+      'data',
+      { status: { allocatedResources: { storage: '2Gi' }, allocatedResourceStatuses: { storage: 'NodeResizePending' } } },
+      { subresource: 'status' },
+    )
+    await until('NodeExpandVolume', () => expands().length > 0)
+    expect(expands().map((c) => c.request.requiredBytes)).toEqual([2 * 2 ** 30])
+    // The node's own patch: the new capacity, the resize status cleared (no other writer here).
+    await until('the claim status', () => api.get('PersistentVolumeClaim', 'default', 'data')?.status?.capacity?.storage === '2Gi')
+    expect(api.get('PersistentVolumeClaim', 'default', 'data')?.status).toMatchObject({ phase: 'Bound', allocatedResources: { storage: '2Gi' } })
+    expect(api.get('PersistentVolumeClaim', 'default', 'data')?.status?.allocatedResourceStatuses ?? {}).toEqual({})
+    const writers = api.requests.filter((r) => r.method === 'PATCH' && r.path.includes('/persistentvolumeclaims/data/status')).map((r) => [r.user, r.status])
+    expect(writers).toContainEqual([`system:node:${NODE}`, 200])
+    expect(api.get('Pod', 'default', 'db')?.metadata.resourceVersion).toBe(podVersion)
+    expect(expands()).toHaveLength(1)
   })
 })

@@ -1,7 +1,7 @@
 /**
  * API mode's object reader: PVCs, PVs, ConfigMaps, Secrets and CSIDrivers read by name (the only
  * reads the Node authorizer allows a node: the objects its pods reference), each kept for a short
- * TTL, and this node's Node object from a watch (its `status.volumesAttached` holds the device paths
+ * TTL; the status of a claim patched as a node expansion goes (the one write it has); and this node's Node object from a watch (its `status.volumesAttached` holds the device paths
  * of controller-attached volumes).
  */
 import type { V1Node } from '@kubernetes/client-node'
@@ -21,7 +21,7 @@ import {
   type VolumeAttachment,
 } from '@kubevol/core'
 import { type Informer, createInformer } from './informer.js'
-import { type KubeClients, apiErrorMessage, statusCodeOf, toPlain } from './kube-client.js'
+import { type KubeClients, MERGE_PATCH, apiErrorMessage, statusCodeOf, toPlain } from './kube-client.js'
 
 export interface ApiObjectReaderOptions {
   readonly clients: KubeClients
@@ -159,6 +159,20 @@ export function createApiObjectReader(options: ApiObjectReaderOptions): ApiObjec
         if (statusCodeOf(err) === 404) throw new NotFoundError('nodes', name, { cause: err })
         throw new Error(`reading node ${name}: ${apiErrorMessage(err)}`, { cause: err })
       }
+    },
+    // The progress of a node expansion, as the kubelet writes it (the Node authorizer lets a node
+    // patch the status of its pods' claims). The answer is the claim now: later reads start from it.
+    async patchPersistentVolumeClaimStatus(namespace, name, status) {
+      let updated: PersistentVolumeClaim
+      try {
+        updated = toPlain<PersistentVolumeClaim>(await core.patchNamespacedPersistentVolumeClaimStatus({ namespace, name, body: { status } }, MERGE_PATCH))
+      } catch (err) {
+        throw new Error(`patching the status of persistentvolumeclaims ${namespace}/${name}: ${apiErrorMessage(err)}`, { cause: err })
+      }
+      const key = `persistentvolumeclaims/${namespace}/${name}`
+      cache.delete(key)
+      versions.set(key, updated.metadata.resourceVersion ?? '')
+      return updated
     },
     subscribe(listener) {
       listeners.add(listener)
