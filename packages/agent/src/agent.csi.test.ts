@@ -85,6 +85,7 @@ describe('CSI drivers from the configuration', () => {
     { name: 'the registration watcher only', csiDrivers: [], pluginRegistration: true, watching: true },
     { name: 'neither: the adapter is not even loaded', csiDrivers: [], pluginRegistration: false, watching: false },
   ])('$name', async ({ csiDrivers, pluginRegistration, watching }) => {
+    const pluginRegistrationDir = '/var/lib/kubelet/plugins_registry'
     let watched: string | undefined
     let loaded = false
     const adapter: CsiAdapter = {
@@ -92,12 +93,12 @@ describe('CSI drivers from the configuration', () => {
         for (const d of drivers) registry.register({ name: d.name, driver: createMemoryCsiDriver({ host: createMemoryHost(), name: d.name }), endpoint: d.endpoint })
       },
       async startPluginWatcher(options) {
-        watched = `${options.rootDir}/plugins_registry`
+        watched = options.dir ?? `${options.rootDir}/plugins_registry`
         return { dir: watched, stop: () => (watched = undefined) }
       },
     }
     const csi = await startCsi({
-      config: { nodeName: NODE, rootDir: '/var/lib/kubevol', csiDrivers, pluginRegistration, watchRetryMs: 10 },
+      config: { nodeName: NODE, rootDir: '/var/lib/kubevol', csiDrivers, pluginRegistration, pluginRegistrationDir, watchRetryMs: 10 },
       logger: silent,
       loadAdapter: async () => {
         loaded = true
@@ -105,7 +106,7 @@ describe('CSI drivers from the configuration', () => {
       },
     })
     expect(csi.registry.list().map((d) => [d.name, d.endpoint])).toEqual(csiDrivers.map((d) => [d.name, d.endpoint]))
-    expect(watched).toBe(watching ? '/var/lib/kubevol/plugins_registry' : undefined)
+    expect(watched).toBe(watching ? pluginRegistrationDir : undefined)
     expect(loaded).toBe(csiDrivers.length > 0 || pluginRegistration)
     csi.stop()
     expect(watched).toBeUndefined()

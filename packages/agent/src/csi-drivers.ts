@@ -1,7 +1,7 @@
 /**
  * CSI on the node: the driver registry and the CSI plugin that serves from it, the drivers the
  * configuration names (`csiDrivers`, registered at once, no handshake), the kubelet's
- * plugin-registration watcher on `<rootDir>/plugins_registry` (`pluginRegistration`), and in API
+ * plugin-registration watcher on `pluginRegistrationDir` (`pluginRegistration`), and in API
  * mode this node's CSINode object and node ID annotation kept in step with the registry.
  */
 import {
@@ -19,7 +19,7 @@ import type { KubeClients } from './kube/kube-client.js'
 /** What the agent uses of @kubevol/adapter-linux for CSI (loaded only when needed). */
 export interface CsiAdapter {
   registerStaticCsiDrivers(registry: CsiDriverRegistry, drivers: readonly { readonly name: string; readonly endpoint: string }[]): void
-  startPluginWatcher(options: { rootDir: string; registry: CsiDriverRegistry; logger?: Logger }): Promise<{ readonly dir: string; stop(): void }>
+  startPluginWatcher(options: { rootDir: string; dir?: string; registry: CsiDriverRegistry; logger?: Logger }): Promise<{ readonly dir: string; stop(): void }>
 }
 
 /** CSI as the agent runs it. */
@@ -33,7 +33,7 @@ export interface AgentCsi {
 }
 
 export interface StartCsiOptions {
-  readonly config: Pick<ResolvedAgentConfig, 'nodeName' | 'rootDir' | 'csiDrivers' | 'pluginRegistration' | 'watchRetryMs'>
+  readonly config: Pick<ResolvedAgentConfig, 'nodeName' | 'rootDir' | 'csiDrivers' | 'pluginRegistration' | 'pluginRegistrationDir' | 'watchRetryMs'>
   readonly logger: Logger
   /** API mode's clients: the CSINode is kept only with them. */
   readonly clients?: KubeClients
@@ -85,7 +85,7 @@ export async function startCsi(options: StartCsiOptions): Promise<AgentCsi> {
         logger.info('Registered CSI drivers from the configuration', { drivers: config.csiDrivers.map((d) => d.name) })
       }
       if (config.pluginRegistration) {
-        const watcher = await adapter.startPluginWatcher({ rootDir: config.rootDir, registry, logger })
+        const watcher = await adapter.startPluginWatcher({ rootDir: config.rootDir, dir: config.pluginRegistrationDir, registry, logger })
         stops.push(() => watcher.stop())
         logger.info('Watching for CSI driver registrations', { dir: watcher.dir })
       }

@@ -18,6 +18,8 @@ export const CSI_PLUGIN_TYPE = 'CSIPlugin'
 export interface PluginWatcherOptions {
   /** The agent's root directory (`/var/lib/kubevol`; `/var/lib/kubelet` for drivers that hard-code it). */
   readonly rootDir: string
+  /** The directory to watch (the agent's `pluginRegistrationDir`). @default `<rootDir>/plugins_registry` */
+  readonly dir?: string
   readonly registry: CsiDriverRegistry
   readonly logger?: Logger
   /** Deadline of each registration call. @default 10_000 */
@@ -27,7 +29,7 @@ export interface PluginWatcherOptions {
 }
 
 export interface PluginWatcher {
-  /** `<root>/plugins_registry`. */
+  /** The watched directory: `dir`, else `<root>/plugins_registry`. */
   readonly dir: string
   /** Looks at the directory again (the watch calls it on every change). Resolves when done. */
   rescan(): Promise<void>
@@ -55,9 +57,9 @@ function supportsV1(versions: readonly string[]): boolean {
   return versions.some((v) => /^v?1(\.|$)/.test(v))
 }
 
-/** Creates `<root>/plugins_registry`, registers the sockets already there, and watches for more. */
+/** Creates the directory (`dir`, else `<root>/plugins_registry`), registers the sockets already there, and watches for more. */
 export async function startPluginWatcher(options: PluginWatcherOptions): Promise<PluginWatcher> {
-  const dir = join(options.rootDir, 'plugins_registry')
+  const dir = options.dir ?? join(options.rootDir, 'plugins_registry')
   mkdirSync(dir, { recursive: true, mode: 0o750 })
   const timeoutMs = options.timeoutMs ?? 10_000
   const bySocket = new Map<string, string>()

@@ -75,6 +75,10 @@ describe('loadAgentConfig', () => {
     expect(await load([])).toMatchObject({ csiDrivers: [], pluginRegistration: false })
     expect(await load(['--host=linux'])).toMatchObject({ pluginRegistration: true })
     expect(await load(['--host=linux', '--no-plugin-registration'])).toMatchObject({ pluginRegistration: false })
+    // The registration directory follows the root unless given (a DaemonSet mounts the kubelet's there).
+    expect(await load(['--root-dir=/var/lib/kv/'])).toMatchObject({ pluginRegistrationDir: '/var/lib/kv/plugins_registry' })
+    expect(await load(['--plugin-registration-dir=/var/lib/kubelet/plugins_registry'])).toMatchObject({ pluginRegistrationDir: '/var/lib/kubelet/plugins_registry' })
+    expect(await problems(load(['--plugin-registration-dir=plugins_registry']))).toMatchObject([{ key: 'pluginRegistrationDir', allowed: 'an absolute path' }])
     expect(await problems(load(['--csi-drivers', 'a.csi=relative.sock']))).toEqual([
       { key: 'csiDrivers', value: 'a.csi=relative.sock', source: '--csi-drivers', allowed: 'NAME=SOCKET pairs separated by commas, each SOCKET an absolute path or unix:///path' },
     ])

@@ -109,6 +109,7 @@ export const agentConfigSchema = z
     shutdownGraceMs: millis(0).default(10_000),
     csiDrivers: csiDrivers.default([]),
     pluginRegistration: z.boolean().optional(),
+    pluginRegistrationDir: z.string().startsWith('/').optional(),
     config: z.string().min(1).optional(),
   })
   .strict()
@@ -125,12 +126,14 @@ export type ResolvedAgentConfig = AgentConfig & {
   readonly postEvents: boolean
   readonly finalizePodDeletion: boolean
   readonly pluginRegistration: boolean
+  readonly pluginRegistrationDir: string
 }
 
 /**
  * Static mode has no attach/detach controller, so kubevol attaches itself; API mode follows the
  * kubelet (the controller attaches). Events are posted and pods finalized only where there is an API.
- * CSI drivers register through `<rootDir>/plugins_registry` on the Linux host (where real drivers run).
+ * CSI drivers register through `pluginRegistrationDir` (default `<rootDir>/plugins_registry`) on the
+ * Linux host (where real drivers run).
  */
 export function resolveModeDefaults(config: AgentConfig): ResolvedAgentConfig {
   const api = config.mode === 'api'
@@ -141,6 +144,7 @@ export function resolveModeDefaults(config: AgentConfig): ResolvedAgentConfig {
     postEvents: config.postEvents ?? api,
     finalizePodDeletion: config.finalizePodDeletion ?? api,
     pluginRegistration: config.pluginRegistration ?? config.host === 'linux',
+    pluginRegistrationDir: config.pluginRegistrationDir ?? `${config.rootDir.replace(/\/+$/, '')}/plugins_registry`,
   }
 }
 
@@ -200,7 +204,14 @@ export const AGENT_OPTIONS: readonly AgentOption[] = [
     'NAME=SOCKET pairs separated by commas, each SOCKET an absolute path or unix:///path',
     'none',
   ),
-  option('pluginRegistration', 'boolean', 'Watch <rootDir>/plugins_registry for CSI drivers registering themselves (node-driver-registrar), as the kubelet does.', 'true or false', 'true with the Linux host'),
+  option('pluginRegistration', 'boolean', 'Watch pluginRegistrationDir for CSI drivers registering themselves (node-driver-registrar), as the kubelet does.', 'true or false', 'true with the Linux host'),
+  option(
+    'pluginRegistrationDir',
+    'string',
+    "The directory watched for CSI drivers' registration sockets (the kubelet's is /var/lib/kubelet/plugins_registry; a DaemonSet mounts the host's here).",
+    'an absolute path',
+    '<root-dir>/plugins_registry',
+  ),
   option('config', 'string', 'A YAML or JSON file with any of these keys (flags and environment win over it).', 'a file path', 'none'),
 ]
 
