@@ -30,13 +30,9 @@ import type { AgentConfigInput, ResolvedAgentConfig } from './config/options.js'
 import { type AgentCsi, startCsi } from './csi-drivers.js'
 import { type EventStore, createEventStore } from './events/event-store.js'
 import { type HealthCheck, type StatusServer, startStatusServer } from './http/status-server.js'
-import { createApiObjectReader } from './kube/api-object-reader.js'
-import { createApiPodSource } from './kube/api-pod-source.js'
-import { createApiTokenSource } from './kube/api-token-source.js'
-import { createEventSink } from './kube/event-sink.js'
-import { type KubeClients, createKubeClients, loadKubeConfig, statusCodeOf } from './kube/kube-client.js'
-import { type NodeRegistration, createNodeRegistration } from './kube/node-registration.js'
-import { type NodeStatusUpdater, createNodeStatusUpdater } from './kube/node-status.js'
+import type { KubeClients } from './kube/kube-client.js'
+import type { NodeRegistration } from './kube/node-registration.js'
+import type { NodeStatusUpdater } from './kube/node-status.js'
 import { type AgentLogger, type AgentLoggerOptions, createAgentLogger } from './logging/agent-logger.js'
 import { AgentMetrics } from './metrics/agent-metrics.js'
 import { type PodWorkers, createPodWorkers } from './pods/pod-workers.js'
@@ -80,7 +76,7 @@ export interface Agent {
   readonly logger: AgentLogger
   /**
    * The node's CSI drivers: the configured ones, the ones registered through
-   * `<rootDir>/plugins_registry`, and any an embedder registers here.
+   * `pluginRegistrationDir` (default `<rootDir>/plugins_registry`), and any an embedder registers here.
    */
   readonly csiDrivers: CsiDriverRegistry
   /** The /readyz checks. */
@@ -168,6 +164,7 @@ async function start(
   let manifests: ManifestSource | undefined
   let registration: NodeRegistration | undefined
   let startSources: () => Promise<void>
+  let kube: typeof import('./kube/api-mode.js') | undefined
   const sourceChecks: (() => HealthCheck)[] = []
   if (config.mode === 'static') {
     const source = createManifestSource({ dir: config.manifestDir, nodeName: config.nodeName, rescanMs: config.manifestRescanMs, logger })
@@ -178,6 +175,10 @@ async function start(
     cleanups.push(() => source.stop())
     if (config.controllerAttachDetach) logger.warn('controllerAttachDetach in static mode: attachable volumes wait for a controller that is not there')
   } else {
+    // Loaded here, not at the top: @kubernetes/client-node costs about 0.6 s and 90 MB of start-up,
+    // which static mode and the CLI's other commands never need.
+    kube = await import('./kube/api-mode.js')
+    const { createApiObjectReader, createApiPodSource, createApiTokenSource, createKubeClients, createNodeRegistration, loadKubeConfig } = kube
     clients = createKubeClients(deps.kubeConfig ?? loadKubeConfig(config.kubeconfig, deps.env ?? process.env))
     const reg = createNodeRegistration({
       clients,
@@ -205,7 +206,7 @@ async function start(
   }
 
   // ---- CSI drivers: before the manager, whose CSI plugin serves from their registry ----
-  const csi: AgentCsi = await startCsi({ config, logger, ...(clients ? { clients } : {}) })
+  const csi: AgentCsi = await startCsi({ config, logger, ...(clients && kube ? { clients, csiNode: kube } : {}) })
   cleanups.push(() => csi.stop())
   // A memory-backed volume with no limit is sized at the node's memory, as the kubelet sizes it at
   // node allocatable (core's default, 8 GiB, knows nothing of the node).
@@ -264,13 +265,13 @@ async function start(
     logger,
     retryMs: config.podSyncRetryMs,
     timeoutMs: config.podSyncTimeoutMs,
-    ...(clients && config.finalizePodDeletion ? { finalize: finalizer(clients, logger) } : {}),
+    ...(clients && kube && config.finalizePodDeletion ? { finalize: finalizer(clients, kube.statusCodeOf, logger) } : {}),
   })
   workers.start()
   cleanups.push(() => workers.stop())
   let nodeStatus: NodeStatusUpdater | undefined
-  if (clients) {
-    nodeStatus = createNodeStatusUpdater({
+  if (clients && kube) {
+    nodeStatus = kube.createNodeStatusUpdater({
       clients,
       nodeName: config.nodeName,
       manager,
@@ -283,8 +284,8 @@ async function start(
     void registration?.ready.then(() => nodeStatus?.sync())
     cleanups.push(() => nodeStatus?.stop())
   }
-  if (clients && config.postEvents) {
-    const sink = createEventSink({ clients, nodeName: config.nodeName, store: events, logger, onPost: (result) => metrics.eventPosts.inc({ result }) })
+  if (clients && kube && config.postEvents) {
+    const sink = kube.createEventSink({ clients, nodeName: config.nodeName, store: events, logger, onPost: (result) => metrics.eventPosts.inc({ result }) })
     sink.start()
     cleanups.push(async () => {
       sink.stop()
@@ -460,7 +461,7 @@ function waitForOperations(manager: VolumeManager, tracker: ReturnType<typeof cr
  * Deletes the object of a pod being deleted (grace 0, this UID only), as the kubelet's status
  * manager does. The pod workers call it only for a pod with a deletion timestamp.
  */
-function finalizer(clients: KubeClients, logger: AgentLogger): (pod: Pod) => Promise<void> {
+function finalizer(clients: KubeClients, statusCodeOf: (err: unknown) => number | undefined, logger: AgentLogger): (pod: Pod) => Promise<void> {
   return async (pod) => {
     const { name, namespace, uid } = pod.metadata
     if (!name || !uid) return

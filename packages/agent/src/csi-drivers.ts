@@ -13,7 +13,7 @@ import {
   errorMessage,
 } from '@kubevol/core'
 import type { ResolvedAgentConfig } from './config/options.js'
-import { type CsiNodeUpdater, createCsiNodeUpdater, syncCsiNodeWithRegistry } from './kube/csi-node.js'
+import type { CsiNodeUpdater, createCsiNodeUpdater, syncCsiNodeWithRegistry } from './kube/csi-node.js'
 import type { KubeClients } from './kube/kube-client.js'
 
 /** What the agent uses of @kubevol/adapter-linux for CSI (loaded only when needed). */
@@ -35,8 +35,13 @@ export interface AgentCsi {
 export interface StartCsiOptions {
   readonly config: Pick<ResolvedAgentConfig, 'nodeName' | 'rootDir' | 'csiDrivers' | 'pluginRegistration' | 'pluginRegistrationDir' | 'watchRetryMs'>
   readonly logger: Logger
-  /** API mode's clients: the CSINode is kept only with them. */
+  /** API mode's clients: the CSINode is kept only with them (and `csiNode`). */
   readonly clients?: KubeClients
+  /**
+   * API mode: the CSINode functions of `./kube/csi-node.js`, passed in by the caller that loaded the
+   * Kubernetes client (this module does not import it, so static mode never loads it).
+   */
+  readonly csiNode?: { readonly createCsiNodeUpdater: typeof createCsiNodeUpdater; readonly syncCsiNodeWithRegistry: typeof syncCsiNodeWithRegistry }
   /** @default a dynamic import of @kubevol/adapter-linux */
   readonly loadAdapter?: () => Promise<CsiAdapter>
 }
@@ -71,7 +76,8 @@ export async function startCsi(options: StartCsiOptions): Promise<AgentCsi> {
   }
   try {
     let csiNode: CsiNodeUpdater | undefined
-    if (clients) {
+    if (clients && options.csiNode) {
+      const { createCsiNodeUpdater, syncCsiNodeWithRegistry } = options.csiNode
       const updater = createCsiNodeUpdater({ clients, nodeName: config.nodeName, logger, retryMs: config.watchRetryMs })
       csiNode = updater
       // Registered first, so the following stops before the updater does.

@@ -3,7 +3,9 @@
  * its pod source (a manifest directory, or the Kubernetes API), node status, events, Prometheus
  * metrics and HTTP status endpoints; `src/main.ts` is the process.
  *
- * The front door: every public name is listed here. Test doubles are in `@kubevol/agent/testing`.
+ * The front door: every public name is listed here. Test doubles are in `@kubevol/agent/testing`;
+ * the Kubernetes API parts in `@kubevol/agent/kube`, so that this entry never loads
+ * @kubernetes/client-node (a test checks it).
  */
 export type { Agent, AgentDependencies } from './agent.js'
 export { startAgent } from './agent.js'
@@ -27,19 +29,6 @@ export type { ManifestFileStatus, ManifestSource, ManifestSourceOptions } from '
 export { createManifestSource, staticPodUID } from './sources/manifest-source.js'
 export type { PodStore } from './sources/pod-store.js'
 export { createPodStore, isPodTerminating } from './sources/pod-store.js'
-export type { KubeClients } from './kube/kube-client.js'
-export { MERGE_PATCH, createKubeClients, loadKubeConfig } from './kube/kube-client.js'
-export type { Informer, InformerOptions } from './kube/informer.js'
-export { createInformer } from './kube/informer.js'
-export type { ApiPodSource, ApiPodSourceOptions } from './kube/api-pod-source.js'
-export { createApiPodSource } from './kube/api-pod-source.js'
-export type { ApiObjectReader, ApiObjectReaderOptions } from './kube/api-object-reader.js'
-export { createApiObjectReader } from './kube/api-object-reader.js'
-export { createApiTokenSource } from './kube/api-token-source.js'
-export type { NodeStatusUpdater, NodeStatusUpdaterOptions } from './kube/node-status.js'
-export { createNodeStatusUpdater } from './kube/node-status.js'
-export type { EventSink, EventSinkOptions } from './kube/event-sink.js'
-export { createEventSink } from './kube/event-sink.js'
 export type { OperationHistory, OperationTracker } from './status/operation-tracker.js'
 export { createOperationTracker } from './status/operation-tracker.js'
 export type { BackoffView, StateViewSources } from './status/state-view.js'
