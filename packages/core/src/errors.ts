@@ -154,7 +154,7 @@ export class VolumeAttachLimitExceededError extends WaitError {
   }
 }
 
-/** Invalid options given to a factory. */
+/** Invalid options given to a factory, or an argument that cannot be what the call takes (a pod name that is not a UID). */
 export class ConfigError extends KubevolError {
   constructor(message: string) {
     super('ConfigError', message)

@@ -9,6 +9,7 @@
  */
 import type { Pod } from './api/kubernetes.js'
 import { type UniquePodName, type UniqueVolumeName, expectedVolumeNames, uniquePodName } from './api/names.js'
+import { podUIDError } from './api/validation.js'
 import { ActualStateOfWorld, type AttachedVolume, type MountedVolume } from './cache/actual-state.js'
 import { DesiredStateOfWorld, type VolumeToMount } from './cache/desired-state.js'
 import { type Clock, type Timer, systemClock, yieldToEventLoop } from './clock.js'
@@ -172,10 +173,18 @@ export interface VolumeManager {
   waitForUnmount(pod: Pod, options?: WaitOptions): Promise<void>
   /** waitForUnmount for each pod; rejects with every error joined. */
   waitForAllPodsUnmount(pods: readonly Pod[], options?: WaitOptions): Promise<void>
-  /** Outer name → mounted volume (state mounted only). */
-  getMountedVolumesForPod(podName: UniquePodName): Map<string, MountedVolumeInfo>
-  /** Any volume of the pod mounted or uncertain: its directories must not be removed. */
-  hasPossiblyMountedVolumesForPod(podName: UniquePodName): boolean
+  /**
+   * Outer name → mounted volume (state mounted only); empty for a pod the manager does not know.
+   * Takes the pod or its unique name, which is its UID (`metadata.uid`), not `namespace/name`:
+   * throws {@link ConfigError} for a string that cannot be a pod UID (`"default/web"`), or a pod
+   * without a UID.
+   */
+  getMountedVolumesForPod(pod: Pod | UniquePodName): Map<string, MountedVolumeInfo>
+  /**
+   * Any volume of the pod mounted or uncertain: its directories must not be removed. Takes the pod
+   * or its UID, as {@link VolumeManager.getMountedVolumesForPod} does, and throws as it does.
+   */
+  hasPossiblyMountedVolumesForPod(pod: Pod | UniquePodName): boolean
   /** GIDs from `pv.beta.kubernetes.io/gid` of the pod's mounted volumes, not already supplemental. */
   getExtraSupplementalGroupsForPod(pod: Pod): number[]
   /** Sorted attachable volumes desired or attached: `node.status.volumesInUse`. */
@@ -220,8 +229,35 @@ interface Waiter {
   check(): boolean
 }
 
-/** Creates a volume manager. Throws {@link ConfigError} on invalid options. */
+/**
+ * The unique name of a pod given as a Pod or a string. A unique pod name is the pod's UID, so a
+ * string that cannot be one (`namespace/name` is the usual mistake) is refused rather than matching
+ * nothing.
+ */
+function podNameOf(method: string, pod: Pod | UniquePodName): UniquePodName {
+  if (typeof pod !== 'string') return uniquePodName(pod)
+  const reason = podUIDError(pod)
+  if (reason) {
+    throw new ConfigError(`${method}: ${JSON.stringify(pod)} is not a pod's unique name, ${reason}; a pod's unique name is its UID (metadata.uid): pass the Pod or its UID`)
+  }
+  return pod
+}
+
+/** What `createVolumeManager` cannot run without, with an example of each. */
+const REQUIRED_OPTIONS = {
+  host: 'a Host, e.g. createMemoryHost() from @kubevol/adapter-mock',
+  plugins: 'an array of volume plugins, e.g. createBuiltinPlugins()',
+  podSource: 'a PodSource, e.g. createMemoryPodSource()',
+  objects: 'an ObjectReader, e.g. createMemoryObjectReader()',
+} as const
+
+/** Creates a volume manager. Throws {@link ConfigError} on invalid options, naming the option. */
 export function createVolumeManager(options: VolumeManagerOptions): VolumeManager {
+  for (const [name, what] of Object.entries(REQUIRED_OPTIONS)) {
+    const value = (options as unknown as Record<string, unknown>)[name]
+    if (value === undefined || value === null) throw new ConfigError(`createVolumeManager: the ${name} option is required: ${what}`)
+  }
+  if (!Array.isArray(options.plugins)) throw new ConfigError(`createVolumeManager: the plugins option must be ${REQUIRED_OPTIONS.plugins}`)
   if (!options.nodeName) throw new ConfigError('nodeName is required')
   const clock = options.clock ?? systemClock
   const logger = options.logger ?? silentLogger
@@ -508,10 +544,34 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
     return result
   }
 
+  function mountedVolumesForPod(podName: UniquePodName): Map<string, MountedVolumeInfo> {
+    const result = new Map<string, MountedVolumeInfo>()
+    const mounted = asw.getMountedVolumesForPod(podName)
+    if (mounted.length === 0) return result
+    // Outer names come from the desired state: two pod volumes may resolve to one volume.
+    const outerByVolume = new Map<UniqueVolumeName, string[]>()
+    for (const [outer, volumeName] of dsw.getVolumeNamesForPod(podName)) {
+      const list = outerByVolume.get(volumeName) ?? []
+      list.push(outer)
+      outerByVolume.set(volumeName, list)
+    }
+    for (const mv of mounted) {
+      const info: MountedVolumeInfo = {
+        volumeName: mv.volumeName,
+        innerVolumeSpecName: mv.innerVolumeSpecName,
+        pluginName: mv.pluginName,
+        readOnly: mv.spec.readOnly,
+        volumeGidValue: mv.volumeGidValue,
+      }
+      for (const outer of outerByVolume.get(mv.volumeName) ?? [mv.outerVolumeSpecName]) result.set(outer, info)
+    }
+    return result
+  }
+
   function unmountedVolumes(pod: Pod, podName: UniquePodName): string[] {
     const expected = expectedVolumeNames(pod)
     if (expected.length === 0) return []
-    const mounted = manager.getMountedVolumesForPod(podName)
+    const mounted = mountedVolumesForPod(podName)
     return expected.filter((name) => !mounted.has(name))
   }
 
@@ -778,32 +838,12 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
       if (errors.length > 0) throw new WaitError(errors.join('; '))
     },
 
-    getMountedVolumesForPod(podName) {
-      const result = new Map<string, MountedVolumeInfo>()
-      const mounted = asw.getMountedVolumesForPod(podName)
-      if (mounted.length === 0) return result
-      // Outer names come from the desired state: two pod volumes may resolve to one volume.
-      const outerByVolume = new Map<UniqueVolumeName, string[]>()
-      for (const [outer, volumeName] of dsw.getVolumeNamesForPod(podName)) {
-        const list = outerByVolume.get(volumeName) ?? []
-        list.push(outer)
-        outerByVolume.set(volumeName, list)
-      }
-      for (const mv of mounted) {
-        const info: MountedVolumeInfo = {
-          volumeName: mv.volumeName,
-          innerVolumeSpecName: mv.innerVolumeSpecName,
-          pluginName: mv.pluginName,
-          readOnly: mv.spec.readOnly,
-          volumeGidValue: mv.volumeGidValue,
-        }
-        for (const outer of outerByVolume.get(mv.volumeName) ?? [mv.outerVolumeSpecName]) result.set(outer, info)
-      }
-      return result
+    getMountedVolumesForPod(pod) {
+      return mountedVolumesForPod(podNameOf('getMountedVolumesForPod', pod))
     },
 
-    hasPossiblyMountedVolumesForPod(podName) {
-      return asw.podHasPossiblyMountedVolumes(podName)
+    hasPossiblyMountedVolumesForPod(pod) {
+      return asw.podHasPossiblyMountedVolumes(podNameOf('hasPossiblyMountedVolumesForPod', pod))
     },
 
     getExtraSupplementalGroupsForPod(pod) {

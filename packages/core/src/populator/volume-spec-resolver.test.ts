@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import type { PersistentVolume, PersistentVolumeClaim } from '../api/kubernetes.js'
 import { buildClaim, buildPod } from '../testing/builders.js'
-import { createMemoryObjectReader } from '../testing/memory-sources.js'
+import { createMemoryObjectReader } from './memory-sources.js'
 import { resolveVolumeSpec } from './volume-spec-resolver.js'
 
 type Edit = { pvc?: (pvc: PersistentVolumeClaim) => PersistentVolumeClaim | undefined; pv?: (pv: PersistentVolume) => PersistentVolume | undefined }

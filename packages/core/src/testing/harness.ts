@@ -10,7 +10,7 @@ import type { VolumePlugin } from '../plugins/plugin.js'
 import { type VolumeManager, type VolumeManagerOptions, createVolumeManager } from '../volume-manager.js'
 import { type FakeClock, createFakeClock } from './fake-clock.js'
 import { type FakePlugin, type FakePluginOptions, createFakePlugin } from './fake-plugin.js'
-import { type MemoryObjectReader, type MemoryPodSource, createMemoryObjectReader, createMemoryPodSource } from './memory-sources.js'
+import { type MemoryObjectReader, type MemoryPodSource, createMemoryObjectReader, createMemoryPodSource } from '../populator/memory-sources.js'
 
 export interface HarnessOptions {
   /** The host the manager works on (an in-memory host from @kubevol/adapter-mock, or the Linux host). */

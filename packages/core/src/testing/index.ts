@@ -4,7 +4,8 @@
  * contract suite every host adapter must pass.
  */
 export * from './fake-clock.js'
-export * from './memory-sources.js'
+// Also in the main entry since they are production code; kept here so tests need one import.
+export * from '../populator/memory-sources.js'
 export * from './fake-plugin.js'
 export * from './builders.js'
 export * from './harness.js'

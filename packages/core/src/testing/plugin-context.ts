@@ -7,7 +7,7 @@ import { createPaths } from '../paths.js'
 import { type PluginManager, createPluginManager } from '../plugins/plugin-manager.js'
 import type { VolumePlugin } from '../plugins/plugin.js'
 import { createFakeClock } from './fake-clock.js'
-import { createMemoryObjectReader } from './memory-sources.js'
+import { createMemoryObjectReader } from '../populator/memory-sources.js'
 
 /** A host whose every call fails: for code that must not touch one. */
 export const unreachableHost: Host = new Proxy({} as Host, {

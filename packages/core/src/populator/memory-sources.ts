@@ -1,10 +1,12 @@
 /**
  * In-memory pod source and object reader: what the agent's API and manifest sources provide, held
- * in maps that tests and examples change by hand.
+ * in maps the embedder changes by hand. Production code, in the main entry: an embedder with no API
+ * server and no manifest directory (a browser, a worker, a serverless function) feeds pods and
+ * objects through these. Tests use them too (`@kubevol/core/testing` re-exports them).
  */
 import type { CSIDriver, ConfigMap, Node, PersistentVolume, PersistentVolumeClaim, Pod, Secret } from '../api/kubernetes.js'
 import { NotFoundError } from '../errors.js'
-import type { ObjectReader, ObjectReference, PodSource } from '../populator/sources.js'
+import type { ObjectReader, ObjectReference, PodSource } from './sources.js'
 
 type Listener = (uid?: string) => void
 
@@ -25,7 +27,11 @@ export interface MemoryPodSource extends PodSource {
   setReady(ready: boolean): void
 }
 
-/** An in-memory {@link PodSource}. */
+/**
+ * An in-memory {@link PodSource}: pods are added, replaced and deleted by UID with the methods
+ * below; every change is announced to subscribers. `initial` pods without a UID are skipped.
+ * Ready from the start unless `options.ready` is false (then nothing is unmounted until `setReady(true)`).
+ */
 export function createMemoryPodSource(initial: readonly Pod[] = [], options: { ready?: boolean } = {}): MemoryPodSource {
   const pods = new Map<string, Pod>()
   const terminating = new Set<string>()
