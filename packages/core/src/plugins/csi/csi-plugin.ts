@@ -6,25 +6,22 @@
  * access type (see block.ts).
  */
 import type { VolumeAttachment } from '../../api/kubernetes.js'
-import { type VolumeSpec, isBlockSpec } from '../../api/volume-spec.js'
-import { ConfigError, errorMessage } from '../../errors.js'
-import { basename, dirname } from '../../paths.js'
+import type { VolumeSpec } from '../../api/volume-spec.js'
+import { ConfigError } from '../../errors.js'
 import { FILE_DISK_DRIVER } from '../file-disk.js'
-import type { VolumeMetrics, VolumePlugin, VolumePluginContext } from '../plugin.js'
-import { NodeExpansionError } from '../node-expansion-error.js'
-import { mountReferences } from '../util/cleanup-mount-point.js'
-import { verifyExhaustedResource } from './attach-limit.js'
-import { waitForVolumeAttachment } from './attachment.js'
-import { blockPaths, blockPublishPath, createCsiBlock } from './block.js'
-import { classifyCsiError, hasGrpcCode, rewordedError } from './csi-error.js'
+import type { VolumePlugin, VolumePluginContext } from '../plugin.js'
+import { createCsiAttacher } from './attachment.js'
+import { createCsiDeviceMounter } from './device-mounter.js'
+import { createCsiBlock } from './block.js'
 import { CSI_DEFAULT_TIMEOUT_MS } from './deadline.js'
 import type { CsiDriverRegistry } from './driver-registry.js'
 import { createCsiDriverObjects } from './driver-objects.js'
-import { publishPaths, publishVolume, unpublishVolume } from './publish.js'
-import { accessModeOf, attachmentName, csiSourceOf, readSecrets } from './requests.js'
-import { CSI_PLUGIN_NAME, type CsiRuntime, call, capabilitiesOf, driverObject, driverOf, stagingPath } from './runtime.js'
-import { stageVolume, unstageVolume } from './stage.js'
-import { loadVolData } from './vol-data.js'
+import { createCsiExpander } from './expand.js'
+import { newCsiMounter } from './mounter.js'
+import { publishPaths, unpublishVolume } from './publish.js'
+import { csiSourceOf } from './requests.js'
+import { CSI_PLUGIN_NAME, type CsiRuntime } from './runtime.js'
+import { volumeSpecFromVolData } from './vol-data.js'
 
 export interface CsiPluginOptions {
   /** The node's registered drivers. */
@@ -113,139 +110,15 @@ export function createCsiPlugin(options: CsiPluginOptions): CsiVolumePlugin {
     },
     newMounter(spec, pod) {
       if (!claimed(spec)) throw new Error(`volume ${spec.name} is not a CSI volume`)
-      const source = csiSourceOf(spec)
-      if (isBlockSpec(spec)) {
-        // A raw block volume is mapped, never mounted; its path is the published device (expansion's
-        // and NodeGetVolumeStats' volume path).
-        const device = blockPublishPath(rt, spec.name, pod.metadata.uid ?? '')
-        return {
-          getPath: () => device,
-          setUp: () => Promise.reject(new Error(`volume ${spec.name} is a raw block volume: it is mapped, not mounted`)),
-          getAttributes: () => ({ readOnly: source?.readOnly ?? false, managed: false, seLinuxRelabel: false }),
-          getMetrics: () => volumeStats(rt, device, blockPaths(rt, spec.name).staging, blockPaths(rt, spec.name).dataDir),
-        }
-      }
-      const { target } = publishPaths(rt, pod.metadata.uid ?? '', spec.name)
-      return {
-        getPath: () => target,
-        setUp: (args) => publishVolume(rt, spec, pod, args),
-        getAttributes: () => ({ readOnly: source?.readOnly ?? false, managed: true, seLinuxRelabel: true }),
-        getMetrics: () => volumeStats(rt, target, source && !source.ephemeral ? stagingPath(rt, source.driver, source.volumeHandle) : ''),
-      }
+      return newCsiMounter(rt, spec, pod)
     },
     newUnmounter(innerName, podUID) {
       return { getPath: () => publishPaths(rt, podUID, innerName).target, tearDown: () => unpublishVolume(rt, podUID, innerName) }
     },
-    async constructVolumeSpec(innerName, mountPath) {
-      const dir = basename(mountPath) === 'mount' ? dirname(mountPath) : mountPath
-      const data = await loadVolData(ctx().host, dir)
-      if (!data) throw new Error(`failed to reconstruct CSI volume ${innerName}: no vol_data.json in ${dir}`)
-      const name = data.specVolID || innerName
-      if (data.volumeLifecycleMode === 'Ephemeral') return { name, volume: { name, csi: { driver: data.driverName } }, readOnly: false }
-      return {
-        name,
-        persistentVolume: { metadata: { name }, spec: { csi: { driver: data.driverName, volumeHandle: data.volumeHandle } } },
-        readOnly: false,
-      }
-    },
-    attach: {
-      canAttach: (spec) => claimed(spec) !== undefined && attachRequired(spec),
-      // kubevol does not create VolumeAttachments: the external attacher does; waiting for it is attaching.
-      async attach(spec) {
-        const source = csiSourceOf(spec)
-        if (!source) throw new Error(`volume ${spec.name} is not a CSI volume`)
-        // canAttach answered before the CSIDriver was read: nothing to wait for after all.
-        if ((await driverObject(rt, source.driver))?.spec?.attachRequired === false) return ''
-        await waitForVolumeAttachment(rt, source.driver, source.volumeHandle, rt.timeoutMs)
-        return attachmentName(source.volumeHandle, source.driver, ctx().nodeName)
-      },
-      async waitForAttach(spec, _devicePath, _pod, timeoutMs) {
-        const source = csiSourceOf(spec)
-        if (!source) throw new Error(`volume ${spec.name} is not a CSI volume`)
-        if ((await driverObject(rt, source.driver))?.spec?.attachRequired === false) return ''
-        await waitForVolumeAttachment(rt, source.driver, source.volumeHandle, timeoutMs)
-        return attachmentName(source.volumeHandle, source.driver, ctx().nodeName)
-      },
-      async detach(volumeName) {
-        ctx().logger.info('CSI detach is the external attacher\'s: nothing to do on the node', { volume: volumeName })
-      },
-      verifyExhaustedResource: (spec) => verifyExhaustedResource(rt, spec),
-    },
-    deviceMount: {
-      canDeviceMount: isPersistent,
-      getDeviceMountPath(spec) {
-        const source = csiSourceOf(spec)
-        if (!source || source.ephemeral) throw new Error(`volume ${spec.name} is not a CSI persistent volume`)
-        if (isBlockSpec(spec)) return blockPaths(rt, spec.name).staging
-        return stagingPath(rt, source.driver, source.volumeHandle)
-      },
-      mountDevice: (spec, _devicePath, deviceMountPath, args) => stageVolume(rt, spec, deviceMountPath, args),
-      unmountDevice: (deviceMountPath) => unstageVolume(rt, deviceMountPath),
-      getDeviceMountRefs: (deviceMountPath) => mountReferences(ctx().host, deviceMountPath),
-    },
+    constructVolumeSpec: (innerName, mountPath) => volumeSpecFromVolData(ctx().host, innerName, mountPath),
+    attach: createCsiAttacher(rt, (spec) => claimed(spec) !== undefined && attachRequired(spec)),
+    deviceMount: createCsiDeviceMounter(rt, isPersistent),
     block,
-    nodeExpand: {
-      requiresFSResize: () => true,
-      async nodeExpand(o) {
-        const source = csiSourceOf(o.spec)
-        if (!source || source.ephemeral) throw new Error(`volume ${o.spec.name} is not a CSI persistent volume`)
-        const driver = driverOf(rt, source.driver)
-        const capabilities = await capabilitiesOf(rt, source.driver)
-        // kubelet: OperationNotSupported, which the resize treats as nothing to do on the node.
-        if (!capabilities.includes('EXPAND_VOLUME')) return true
-        const secrets = await readSecrets(ctx().objects, source.nodeExpandSecretRef, 'default')
-        try {
-          await call(rt, source.driver, '/csi.v1.Node/NodeExpandVolume', (co) =>
-            driver.nodeExpandVolume(
-              {
-                volumeId: source.volumeHandle,
-                volumePath: o.deviceMountPath,
-                stagingTargetPath: capabilities.includes('STAGE_UNSTAGE_VOLUME') ? o.deviceStagePath : '',
-                requiredBytes: o.newSize,
-                volumeCapability: isBlockSpec(o.spec)
-                  ? { block: {}, accessMode: accessModeOf(o.spec, capabilities) }
-                  : { mount: { fsType: source.fsType, mountFlags: [] }, accessMode: accessModeOf(o.spec, capabilities) },
-                secrets,
-              },
-              co,
-            ),
-          )
-        } catch (err) {
-          // kubelet csi_expander / csi_client: FailedPrecondition (the volume cannot grow while in use
-          // on this node) and InvalidArgument / OutOfRange (the size is infeasible) are kinds of their own.
-          const message = `Expander.NodeExpand failed to expand the volume : ${errorMessage(err)}`
-          if (hasGrpcCode(err, 'FailedPrecondition')) throw new NodeExpansionError('failed-precondition', message, { cause: err })
-          if (hasGrpcCode(err, 'InvalidArgument', 'OutOfRange')) throw new NodeExpansionError('infeasible', message, { cause: err })
-          // Any other failure carries the expander's prefix too, of the kind its code says.
-          throw rewordedError(message, classifyCsiError('rpc NodeExpandVolume', err))
-        }
-        return true
-      },
-    },
+    nodeExpand: createCsiExpander(rt),
   }
 }
-
-/**
- * NodeGetVolumeStats when the driver has GET_VOLUME_STATS ("metrics are not supported" otherwise);
- * driver and handle from the vol_data.json in `dataDir` (beside the target for file systems). The
- * volume's condition is kept only from a driver with VOLUME_CONDITION, as the kubelet reads it:
- * another driver's answer may carry a default (healthy) condition that means nothing.
- */
-async function volumeStats(rt: CsiRuntime, target: string, staging: string, dataDir = dirname(target)): Promise<VolumeMetrics> {
-  const data = await loadVolData(rt.context().host, dataDir)
-  if (!data) throw new Error(`no CSI volume at ${target}`)
-  const driver = driverOf(rt, data.driverName)
-  const capabilities = await capabilitiesOf(rt, data.driverName)
-  if (!capabilities.includes('GET_VOLUME_STATS')) throw new Error('metrics are not supported')
-  const stats = await call(rt, data.driverName, '/csi.v1.Node/NodeGetVolumeStats', (o) =>
-    driver.nodeGetVolumeStats(
-      { volumeId: data.volumeHandle, volumePath: target, stagingTargetPath: capabilities.includes('STAGE_UNSTAGE_VOLUME') ? staging : '' },
-      o,
-    ),
-  )
-  const { volumeCondition, ...usage } = stats
-  return volumeCondition && capabilities.includes('VOLUME_CONDITION')
-    ? { ...usage, volumeCondition: { abnormal: volumeCondition.abnormal, message: volumeCondition.message } }
-    : usage
-}
-

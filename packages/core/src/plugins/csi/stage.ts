@@ -1,8 +1,7 @@
 /**
  * MountDevice → NodeStageVolume and UnmountDevice → NodeUnstageVolume (SPEC §7.7).
  */
-import type { VolumeSpec } from '../../api/volume-spec.js'
-import { mountOptionsOf } from '../../api/volume-spec.js'
+import { type VolumeSpec, mountOptionsOf } from '../../api/volume-spec.js'
 import { isHostError } from '../../errors.js'
 import { dirname, joinPath } from '../../paths.js'
 import type { DeviceMounterArgs } from '../plugin.js'

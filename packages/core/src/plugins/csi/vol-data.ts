@@ -4,7 +4,8 @@
  */
 import { isHostError } from '../../errors.js'
 import type { Host } from '../../host/host.js'
-import { joinPath } from '../../paths.js'
+import type { VolumeSpec } from '../../api/volume-spec.js'
+import { basename, dirname, joinPath } from '../../paths.js'
 import { decodeUtf8 } from '../../text.js'
 
 export const VOL_DATA_FILE = 'vol_data.json'
@@ -47,5 +48,22 @@ export async function removeVolData(host: Host, dir: string): Promise<void> {
     await host.remove(joinPath(dir, VOL_DATA_FILE))
   } catch (err) {
     if (!isHostError(err, 'ENOENT')) throw err
+  }
+}
+
+/**
+ * A volume's spec rebuilt from the `vol_data.json` beside its mount (SPEC §7.7 `ConstructVolumeSpec`):
+ * a PV spec with the driver and handle for a persistent volume, an inline spec for an ephemeral one.
+ */
+export async function volumeSpecFromVolData(host: Host, innerName: string, mountPath: string): Promise<VolumeSpec> {
+  const dir = basename(mountPath) === 'mount' ? dirname(mountPath) : mountPath
+  const data = await loadVolData(host, dir)
+  if (!data) throw new Error(`failed to reconstruct CSI volume ${innerName}: no vol_data.json in ${dir}`)
+  const name = data.specVolID || innerName
+  if (data.volumeLifecycleMode === 'Ephemeral') return { name, volume: { name, csi: { driver: data.driverName } }, readOnly: false }
+  return {
+    name,
+    persistentVolume: { metadata: { name }, spec: { csi: { driver: data.driverName, volumeHandle: data.volumeHandle } } },
+    readOnly: false,
   }
 }
