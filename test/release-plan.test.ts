@@ -5,17 +5,13 @@
  * the examples) are never versioned; a peer dependency between workspace packages must not turn a
  * patch or a minor into a major.
  */
-import { execFile } from 'node:child_process'
 import { existsSync } from 'node:fs'
-import { cp, mkdir, mkdtemp, readFile, readdir, rm, symlink, writeFile } from 'node:fs/promises'
+import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
-import { fileURLToPath } from 'node:url'
-import { promisify } from 'node:util'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { copyRepository, repoRoot, run } from './copy-repository.js'
 
-const run = promisify(execFile)
-const repoRoot = fileURLToPath(new URL('..', import.meta.url))
 const changesetBin = join(repoRoot, 'node_modules/@changesets/cli/bin.js')
 
 const published = ['@kubevol/core', '@kubevol/adapter-mock', '@kubevol/adapter-linux', '@kubevol/agent', '@kubevol/cli']
@@ -36,21 +32,6 @@ async function findManifests(root: string): Promise<Map<string, string>> {
     if (manifest.name) found.set(manifest.name, path)
   }
   return found
-}
-
-/** A copy of the tracked files (as they are in the work tree) in a new git repository on `main`. */
-async function copyRepository(into: string): Promise<void> {
-  const { stdout } = await run('git', ['ls-files', '-z'], { cwd: repoRoot, maxBuffer: 64 * 1024 * 1024 })
-  for (const path of stdout.split('\0').filter(Boolean)) {
-    if (!existsSync(join(repoRoot, path))) continue // deleted in the work tree, not yet committed
-    await mkdir(dirname(join(into, path)), { recursive: true })
-    await cp(join(repoRoot, path), join(into, path))
-  }
-  await symlink(join(repoRoot, 'node_modules'), join(into, 'node_modules'))
-  const git = (...args: string[]) => run('git', ['-c', 'user.name=release-plan', '-c', 'user.email=release-plan@localhost', ...args], { cwd: into })
-  await git('init', '-q', '-b', 'main')
-  await git('add', '--', '.')
-  await git('commit', '-q', '--no-verify', '-m', 'copy')
 }
 
 /** Versions after `changeset version`, run on a fresh copy with `changesets` replacing .changeset/*.md when given. */
