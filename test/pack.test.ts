@@ -1,7 +1,11 @@
 /**
- * What a user gets from npm: packs each public package, installs the tarballs into an empty folder
- * (offline: the packages have no external dependencies), and imports them from a plain Node ESM
- * process, the way an embedder would.
+ * What a user gets from npm: packs each published package, lints the tarballs (publint, and attw
+ * for the types each resolution mode sees), installs them into an empty folder the way a consumer
+ * would, type-checks a consumer with `skipLibCheck: false` under `node16` and `bundler` resolution,
+ * and runs the README's embedding example from the installed packages.
+ *
+ * The tarballs' own dependencies (the Kubernetes client, gRPC, koffi, ...) come from the npm cache
+ * (`--prefer-offline`), and from the registry only for what the cache lacks.
  */
 import { execFile } from 'node:child_process'
 import { existsSync } from 'node:fs'
@@ -14,6 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 
 const run = promisify(execFile)
 const repoRoot = fileURLToPath(new URL('..', import.meta.url))
+const bin = (name: string) => join(repoRoot, 'node_modules/.bin', name)
 
 interface Packed {
   readonly name: string
@@ -24,34 +29,56 @@ interface Packed {
 const packages = [
   { dir: 'packages/core', name: '@kubevol/core' },
   { dir: 'packages/adapter-mock', name: '@kubevol/adapter-mock' },
+  { dir: 'packages/adapter-linux', name: '@kubevol/adapter-linux' },
+  { dir: 'packages/agent', name: '@kubevol/agent' },
+  { dir: 'packages/cli', name: '@kubevol/cli' },
 ] as const
 
-/** Names each entry point must export: the ones the README and the examples use. */
+/** Names some entry points must export: the ones the READMEs and the examples use. */
 const expectedExports: Readonly<Record<string, readonly string[]>> = {
-  '@kubevol/core': ['createVolumeManager', 'systemClock', 'createPluginManager', 'DesiredStateOfWorld', 'ActualStateOfWorld', 'ConfigError', 'WaitError'],
+  '@kubevol/core': ['createVolumeManager', 'createBuiltinPlugins', 'createMemoryPodSource', 'createMemoryObjectReader', 'systemClock', 'ConfigError', 'WaitError'],
   '@kubevol/core/testing': ['createMemoryPodSource', 'createMemoryObjectReader', 'createFakePlugin', 'createFakeClock', 'createHarness', 'buildPod', 'fakeVolume'],
   '@kubevol/adapter-mock': ['createMemoryHost'],
+  '@kubevol/adapter-linux': ['createLinuxHost'],
+  '@kubevol/agent': ['startAgent'],
+  '@kubevol/cli': ['runCli', 'renderReference'],
 }
 
-// One npm process at a time is plenty; the cache must not be the user's real one, and the
-// workspace's npm_config_* settings must not leak into the empty install folder.
-function npmEnv(cache: string): NodeJS.ProcessEnv {
+/**
+ * Entry points left out of the consumer's import and type check: `./testing/host-contract` declares
+ * a vitest suite, and vitest is an optional peer dependency a consumer installs only to use it.
+ */
+const needsOptionalPeer = new Set(['@kubevol/core/testing/host-contract'])
+
+/**
+ * attw's `esm-only` profile: the packages are ES modules only (`"type": "module"`, a `default`
+ * condition, Node 20 and later), so two of its resolution modes are expected to fail and are not
+ * checked: `node10` (cannot read `exports`) and `node16` from CommonJS (a `require` gets an ES
+ * module; CommonJS consumers use `import()`). Every other problem fails the test.
+ */
+const ignoredResolutions = new Set(['node10', 'node16-cjs'])
+
+// The workspace's npm_config_* settings (set when vitest runs under `npm test`) must not leak into
+// the empty install folder.
+function npmEnv(): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {}
   for (const [key, value] of Object.entries(process.env)) if (!key.toLowerCase().startsWith('npm_')) env[key] = value
-  return { ...env, npm_config_cache: cache, npm_config_update_notifier: 'false' }
+  return { ...env, npm_config_update_notifier: 'false', npm_config_fund: 'false', npm_config_audit: 'false' }
 }
 
 let work: string
 let app: string
 const packed = new Map<string, Packed>()
+/** Every entry point (`name` or `name/subpath`) of the installed packages. */
+const entries: string[] = []
 
 beforeAll(async () => {
-  // `npm test` builds first; a bare `vitest run --project pack` may not have.
+  // `npm test` builds first; a bare `vitest run test/pack.test.ts` may not have.
   if (!packages.every((p) => existsSync(join(repoRoot, p.dir, 'dist/index.js')))) {
     await run('npm', ['run', 'build'], { cwd: repoRoot })
   }
   work = await mkdtemp(join(tmpdir(), 'kubevol-pack-'))
-  const env = npmEnv(join(work, 'npm-cache'))
+  const env = npmEnv()
   for (const p of packages) {
     const { stdout } = await run('npm', ['pack', '--json', '--pack-destination', work], { cwd: join(repoRoot, p.dir), env })
     const [info] = JSON.parse(stdout) as { name: string; filename: string; files: { path: string }[] }[]
@@ -62,8 +89,16 @@ beforeAll(async () => {
   await mkdir(app)
   await writeFile(join(app, 'package.json'), JSON.stringify({ name: 'pack-check', private: true, type: 'module' }))
   const tarballs = packages.map((p) => packed.get(p.name)?.filename ?? '')
-  await run('npm', ['install', '--offline', '--no-audit', '--no-fund', ...tarballs], { cwd: app, env })
-})
+  // A consumer's own tools: the repository's TypeScript and Node types, at the versions it pins.
+  const root = JSON.parse(await readFile(join(repoRoot, 'package.json'), 'utf8')) as { devDependencies: Record<string, string> }
+  const agent = JSON.parse(await readFile(join(repoRoot, 'packages/agent/package.json'), 'utf8')) as { devDependencies: Record<string, string> }
+  const tools = [`typescript@${root.devDependencies.typescript}`, `@types/node@${agent.devDependencies['@types/node']}`]
+  await run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', ...tarballs, ...tools], { cwd: app, env, maxBuffer: 16 * 1024 * 1024 })
+  for (const p of packages) {
+    const manifest = JSON.parse(await readFile(join(app, 'node_modules', p.name, 'package.json'), 'utf8')) as { exports: Record<string, unknown> }
+    for (const entry of Object.keys(manifest.exports)) if (entry !== './package.json') entries.push(entry === '.' ? p.name : `${p.name}/${entry.slice(2)}`)
+  }
+}, 240_000)
 
 afterAll(async () => {
   if (work) await rm(work, { recursive: true, force: true })
@@ -84,15 +119,17 @@ describe.each(packages)('$name tarball', (p) => {
   it('has a package.json fit for publishing', async () => {
     const manifest = JSON.parse(await readFile(join(app, 'node_modules', p.name, 'package.json'), 'utf8'))
     expect(manifest).toMatchObject({ name: p.name, type: 'module', sideEffects: false, license: 'Apache-2.0' })
+    expect(manifest.repository).toEqual({ type: 'git', url: expect.stringMatching(/^git\+https:\/\/.+\.git$/), directory: p.dir })
     expect(Array.isArray(manifest.files)).toBe(true)
     expect(manifest.exports['.']).toMatchObject({ types: expect.any(String), default: expect.any(String) })
+    // Workspace packages between themselves: no exact pin on a peer (it would force a major release).
+    for (const range of Object.values<string>(manifest.peerDependencies ?? {})) expect(range).not.toMatch(/^\d+\.\d+\.\d+$/)
   })
 
   it('exports every entry point with types, and every target is in the tarball', async () => {
     const manifest = JSON.parse(await readFile(join(app, 'node_modules', p.name, 'package.json'), 'utf8'))
     const files = packed.get(p.name)?.files ?? []
-    const entries = Object.entries(manifest.exports as Record<string, string | Record<string, string>>)
-    for (const [entry, conditions] of entries) {
+    for (const [entry, conditions] of Object.entries(manifest.exports as Record<string, string | Record<string, string>>)) {
       if (entry === './package.json') continue
       expect(conditions, entry).toMatchObject({ types: expect.any(String), default: expect.any(String) })
       if (typeof conditions === 'string') continue
@@ -102,38 +139,92 @@ describe.each(packages)('$name tarball', (p) => {
       for (const target of [conditions.types, conditions.default]) expect(files, entry).toContain(target?.replace(/^\.\//, ''))
     }
   })
+
+  it('passes publint, suggestions included', async () => {
+    const result = await run(bin('publint'), ['run', packed.get(p.name)?.filename ?? '', '--level', 'suggestion', '--strict'], { cwd: work }).catch((err: { stdout: string; stderr: string }) => err)
+    expect(`${result.stdout}${result.stderr}`).toContain('All good!')
+  })
+
+  it('has types every resolution mode of an ES module consumer finds (attw)', async () => {
+    const args = [packed.get(p.name)?.filename ?? '', '--profile', 'esm-only', '--format', 'json']
+    const { stdout } = await run(bin('attw'), args, { cwd: work, maxBuffer: 16 * 1024 * 1024 }).catch((err: { stdout: string }) => err)
+    const report = JSON.parse(stdout) as { problems?: Record<string, { kind: string; entrypoint?: string; resolutionKind?: string }[]> }
+    const problems = Object.values(report.problems ?? {})
+      .flat()
+      .filter((problem) => !problem.resolutionKind || !ignoredResolutions.has(problem.resolutionKind))
+    expect(problems).toEqual([])
+  })
 })
 
-it('imports from a plain Node ESM process', async () => {
+it('imports every entry point from a plain Node ESM process', async () => {
+  const importable = entries.filter((id) => !needsOptionalPeer.has(id))
   const script = `
     const names = {}
-    for (const id of ${JSON.stringify(Object.keys(expectedExports))}) names[id] = Object.keys(await import(id))
+    for (const id of ${JSON.stringify(importable)}) names[id] = Object.keys(await import(id))
     console.log(JSON.stringify(names))
   `
   const { stdout } = await run(process.execPath, ['--input-type=module', '-e', script], { cwd: app })
   const names = JSON.parse(stdout) as Record<string, string[]>
-  for (const [id, expected] of Object.entries(expectedExports)) {
-    expect(names[id], id).toEqual(expect.arrayContaining([...expected]))
-  }
+  expect(Object.keys(names).sort()).toEqual([...importable].sort())
+  for (const id of importable) expect(names[id]?.length, id).toBeGreaterThan(0)
+  for (const [id, expected] of Object.entries(expectedExports)) expect(names[id], id).toEqual(expect.arrayContaining([...expected]))
 })
 
-it('runs a volume manager from the installed packages', async () => {
-  // The smallest embedding: one pod, one volume, mounted on the memory host.
+/** The README's "Embedding the core" block, as a reader copies it. */
+async function readmeEmbedding(): Promise<string> {
+  const readme = await readFile(join(repoRoot, 'README.md'), 'utf8')
+  const section = readme.slice(readme.indexOf('## Embedding the core'))
+  const block = /^```ts\n([\s\S]*?)^```/m.exec(section)?.[1]
+  if (!block) throw new Error('README.md has no TypeScript block under "Embedding the core"')
+  return block
+}
+
+describe.each([
+  { resolution: 'node16', module: 'node16' },
+  { resolution: 'bundler', module: 'esnext' },
+])('a TypeScript consumer with moduleResolution $resolution and skipLibCheck false', ({ resolution, module }) => {
+  it("type-checks every entry point's declarations and the README's embedding example", async () => {
+    const imports = entries.filter((id) => !needsOptionalPeer.has(id)).map((id, i) => `import * as entry${i} from '${id}'\nvoid entry${i}`)
+    await writeFile(join(app, `entries-${resolution}.ts`), `${imports.join('\n')}\n`)
+    await writeFile(join(app, `embedding-${resolution}.ts`), `${await readmeEmbedding()}\nexport {}\n`)
+    const tsconfig = {
+      compilerOptions: { module, moduleResolution: resolution, target: 'es2022', lib: ['es2023'], strict: true, skipLibCheck: false, noEmit: true, types: ['node'] },
+      files: [`entries-${resolution}.ts`, `embedding-${resolution}.ts`],
+    }
+    await writeFile(join(app, `tsconfig.${resolution}.json`), JSON.stringify(tsconfig))
+    const result = await run(join(app, 'node_modules/.bin/tsc'), ['-p', `tsconfig.${resolution}.json`], { cwd: app, maxBuffer: 16 * 1024 * 1024 }).catch(
+      (err: { stdout: string; stderr: string }) => err,
+    )
+    expect(`${result.stdout}${result.stderr}`.trim()).toBe('')
+  })
+})
+
+it("runs the README's embedding example from the installed packages", async () => {
+  // The example holds no type annotations, so the TypeScript compiler only has to strip nothing.
+  const { default: ts } = await import(join(app, 'node_modules/typescript/lib/typescript.js'))
+  const { outputText } = (ts as typeof import('typescript')).transpileModule(await readmeEmbedding(), {
+    compilerOptions: { module: 99 /* ESNext */, target: 9 /* ES2022 */ },
+  })
+  await writeFile(join(app, 'embedding.mjs'), outputText)
+  const { stdout } = await run(process.execPath, ['embedding.mjs'], { cwd: app, timeout: 30_000 })
+  expect(stdout.trim()).toBe("[ 'cache' ]")
+})
+
+it('runs a volume manager on a fake plugin from the testing entry', async () => {
   const script = `
     import { createVolumeManager } from '@kubevol/core'
     import { createMemoryPodSource, createMemoryObjectReader, createFakePlugin, buildPod, fakeVolume } from '@kubevol/core/testing'
     import { createMemoryHost } from '@kubevol/adapter-mock'
-    const host = createMemoryHost()
     const podSource = createMemoryPodSource()
     const manager = createVolumeManager({
-      host, plugins: [createFakePlugin()], podSource, objects: createMemoryObjectReader(), nodeName: 'node-1',
+      host: createMemoryHost(), plugins: [createFakePlugin()], podSource, objects: createMemoryObjectReader(), nodeName: 'node-1',
     })
     const stop = new AbortController()
     const running = manager.run(stop.signal)
     const pod = buildPod({ volumes: [fakeVolume('data')] })
     podSource.setPod(pod)
     await manager.waitForAttachAndMount(pod, { timeoutMs: 5000 })
-    const mounted = [...manager.getMountedVolumesForPod(pod.metadata.uid).keys()]
+    const mounted = [...manager.getMountedVolumesForPod(pod).keys()]
     stop.abort()
     await running
     console.log(JSON.stringify(mounted))
