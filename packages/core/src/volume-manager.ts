@@ -13,7 +13,7 @@ import { podUIDError } from './api/validation.js'
 import { ActualStateOfWorld, type AttachedVolume, type MountedVolume } from './cache/actual-state.js'
 import { DesiredStateOfWorld, type VolumeToMount } from './cache/desired-state.js'
 import { type Clock, type Timer, systemClock, yieldToEventLoop } from './clock.js'
-import { ConfigError, VolumeAttachLimitExceededError, WaitError, errorMessage } from './errors.js'
+import { ConfigError, WaitError, errorMessage } from './errors.js'
 import type { Host } from './host/host.js'
 import {
   type Logger,
@@ -28,7 +28,7 @@ import type { OperationContext } from './operations/context.js'
 import { OperationExecutor, type OperationRecord } from './operations/operation-executor.js'
 import { PendingOperations } from './operations/pending-operations.js'
 import { createPaths, type Paths } from './paths.js'
-import { type PluginManager, attachResourceExhausted, createPluginManager } from './plugins/plugin-manager.js'
+import { type PluginManager, createPluginManager } from './plugins/plugin-manager.js'
 import type { VolumeMetrics, VolumePlugin } from './plugins/plugin.js'
 import type { TokenSource } from './plugins/token-source.js'
 import { isVolumeContentKind, podVolumesRead } from './populator/object-references.js'
@@ -40,11 +40,11 @@ import { type OrphanCleanupReport, cleanupOrphanedPodDirs } from './reconstructi
 import { reconstructVolumes } from './reconstruction/reconstruct.js'
 import { joinPath } from './paths.js'
 import type { AbortSignalLike } from './signal.js'
+import { type MountedVolumeInfo, PodWaiters, type WaitOptions } from './manager/pod-waiters.js'
 
-/** 2 min 3 s: longer than the 2 min 2 s maximum backoff, so at least one retry fits. */
-export const POD_ATTACH_AND_MOUNT_TIMEOUT_MS = 123_000
-/** The kubelet's poll interval of waitForAttachAndMount (used with `pollingCompat`). */
-export const POD_ATTACH_AND_MOUNT_RETRY_INTERVAL_MS = 300
+export { POD_ATTACH_AND_MOUNT_RETRY_INTERVAL_MS, POD_ATTACH_AND_MOUNT_TIMEOUT_MS } from './manager/pod-waiters.js'
+export type { MountedVolumeInfo, WaitOptions } from './manager/pod-waiters.js'
+
 /** The kubelet's reconciler and populator loop period (used with `pollingCompat`). */
 export const LOOP_SLEEP_PERIOD_MS = 100
 /** `Attacher.waitForAttach` deadline. */
@@ -67,7 +67,7 @@ export interface VolumeManagerOptions {
   readonly controllerAttachDetach?: boolean
   /** Reproduce the kubelet's polling timing instead of reacting to events. @default false */
   readonly pollingCompat?: boolean
-  /** Full pass over every volume and pod, catching what no event announced. @default 10000 */
+  /** Full pass over every volume and pod, catching what no event announced; 0 turns it off. @default 10000 */
   readonly resyncPeriodMs?: number
   /**
    * How often volumes that are set up again on every sync (configMap, secret, downwardAPI,
@@ -107,21 +107,6 @@ export interface VolumeManagerOptions {
   readonly housekeepingPeriodMs?: number
   /** Backoff after a failed operation. @default { initialMs: 500, maxMs: 122000 } */
   readonly backoff?: { readonly initialMs?: number; readonly maxMs?: number }
-}
-
-export interface WaitOptions {
-  readonly signal?: AbortSignalLike
-  /** @default 123000 (2 min 3 s) */
-  readonly timeoutMs?: number
-}
-
-/** A mounted volume as `getMountedVolumesForPod` reports it, keyed by outer name. */
-export interface MountedVolumeInfo {
-  readonly volumeName: UniqueVolumeName
-  readonly innerVolumeSpecName: string
-  readonly pluginName: string
-  readonly readOnly: boolean
-  readonly volumeGidValue: string
 }
 
 /** What the manager holds, for status pages and the docs playground. */
@@ -222,11 +207,6 @@ export interface VolumeManager {
   readonly executor: OperationExecutor
   readonly pluginManager: PluginManager
   readonly paths: Paths
-}
-
-interface Waiter {
-  readonly podName: UniquePodName
-  check(): boolean
 }
 
 /**
@@ -376,44 +356,13 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
   /** (pod, volume) pairs whose emptyDir is over its sizeLimit, so the event is sent once per crossing. */
   const overLimit = new Set<string>()
 
-  // ---- waiters, resolved by notification ----
-  // Indexed by pod. What a waiter asks (are the pod's volumes mounted, or all unmounted) depends
-  // only on the pod's own entries in the two caches, and every change to those names the pod; so
-  // a change checks that pod's waiters alone, and a volume-wide change (attach, detach, device
-  // state) none. A node with many pods waiting does not pay pods × changes.
-  const waiters = new Map<UniquePodName, Set<Waiter>>()
-  const podsToCheck = new Set<UniquePodName>()
-  let waitersScheduled = false
-  const checkWaitersOf = (podName: UniquePodName): void => {
-    const set = waiters.get(podName)
-    if (set) for (const waiter of [...set]) waiter.check()
-  }
-  const checkWaiters = (podName: UniquePodName | undefined): void => {
-    if (polling || podName === undefined || !waiters.has(podName)) return
-    podsToCheck.add(podName)
-    if (waitersScheduled) return
-    waitersScheduled = true
-    void Promise.resolve().then(() => {
-      waitersScheduled = false
-      const pods = [...podsToCheck]
-      podsToCheck.clear()
-      for (const name of pods) checkWaitersOf(name)
-    })
-  }
-  const addWaiter = (waiter: Waiter): void => {
-    let set = waiters.get(waiter.podName)
-    if (!set) waiters.set(waiter.podName, (set = new Set()))
-    set.add(waiter)
-  }
-  const removeWaiter = (waiter: Waiter): void => {
-    const set = waiters.get(waiter.podName)
-    if (set?.delete(waiter) && set.size === 0) waiters.delete(waiter.podName)
-  }
+  // ---- waiters, resolved by notification (manager/pod-waiters.ts) ----
+  const waiters = new PodWaiters({ dsw, asw, plugins: pluginManager, clock, polling })
 
   const onVolumeChange = (volumeName: UniqueVolumeName, podName?: UniquePodName): void => {
     reconciler.markDirty(volumeName)
     scheduleReconcile()
-    checkWaiters(podName)
+    waiters.podChanged(podName)
     if (listeners.size > 0) emit({ type: 'state-changed', volumeName })
   }
   dsw.changes.subscribe(onVolumeChange)
@@ -444,7 +393,7 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
     }
     // Pod errors are only recorded by the populator: the waiters of pods with errors learn about
     // them after a pass.
-    for (const podName of dsw.getPodsWithErrors()) checkWaitersOf(podName)
+    for (const podName of dsw.getPodsWithErrors()) waiters.checkNow(podName)
   }
   /**
    * SPEC §5.4 (kubelet 1.27+ `volumesNeedReportedInUse`): once the desired state is populated,
@@ -509,133 +458,109 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
     })
   }
 
-  function podErrorsOrNull(podName: UniquePodName): string | null {
-    const errors = dsw.popPodErrors(podName)
-    return errors.length > 0 ? errors.join('; ') : null
+  // ---- what run() starts ----
+  /** The journal of intents: read only, or opened for writing when the host can append. */
+  async function openJournal(): Promise<VolumeJournal | undefined> {
+    const journalPath = joinPath(paths.root, 'journal', 'volumes.log')
+    if (options.journal === 'read-only') return VolumeJournal.read({ host: options.host, path: journalPath, logger })
+    if (!(options.journal ?? true) || !options.host.appendFile) return undefined
+    const journal = await VolumeJournal.open({ host: options.host, path: journalPath, logger })
+    ctx.journal = journal
+    return journal
   }
 
   /**
-   * True when every name in `expected` has a mounted volume, exactly as {@link unmountedVolumes}
-   * decides it, without building the pod's mounted-volume views: a waiter asks after every change to
-   * its pod, and a pod's volumes mount one by one.
+   * Controller mode after a restart: unmounting waits until the reconstructed volumes know their
+   * device paths (and attachability) from node status, read until it answers.
    */
-  function allMounted(expected: readonly string[], podName: UniquePodName): boolean {
-    if (expected.length === 0) return true
-    const names = dsw.getVolumeNamesForPod(podName)
-    let undesired: Set<string> | undefined
-    for (const outer of expected) {
-      const volumeName = names.get(outer)
-      if (volumeName !== undefined && asw.getVolumeMountState(volumeName, podName) === 'mounted') continue
-      // Not mounted under the desired volume; a mounted volume the desired state does not list for
-      // the pod still counts under its own outer name, as getMountedVolumesForPod reports it.
-      undesired ??= mountedOuterNamesNotDesired(podName, names)
-      if (!undesired.has(outer)) return false
-    }
-    return true
-  }
-
-  /** The outer names of the pod's mounted volumes that `desired` (outer name → volume) does not list. */
-  function mountedOuterNamesNotDesired(podName: UniquePodName, desired: ReadonlyMap<string, UniqueVolumeName>): Set<string> {
-    const result = new Set<string>()
-    const mounted = asw.getMountedVolumesForPod(podName)
-    if (mounted.length === 0) return result
-    const desiredVolumes = new Set(desired.values())
-    for (const mv of mounted) if (!desiredVolumes.has(mv.volumeName)) result.add(mv.outerVolumeSpecName)
-    return result
-  }
-
-  function mountedVolumesForPod(podName: UniquePodName): Map<string, MountedVolumeInfo> {
-    const result = new Map<string, MountedVolumeInfo>()
-    const mounted = asw.getMountedVolumesForPod(podName)
-    if (mounted.length === 0) return result
-    // Outer names come from the desired state: two pod volumes may resolve to one volume.
-    const outerByVolume = new Map<UniqueVolumeName, string[]>()
-    for (const [outer, volumeName] of dsw.getVolumeNamesForPod(podName)) {
-      const list = outerByVolume.get(volumeName) ?? []
-      list.push(outer)
-      outerByVolume.set(volumeName, list)
-    }
-    for (const mv of mounted) {
-      const info: MountedVolumeInfo = {
-        volumeName: mv.volumeName,
-        innerVolumeSpecName: mv.innerVolumeSpecName,
-        pluginName: mv.pluginName,
-        readOnly: mv.spec.readOnly,
-        volumeGidValue: mv.volumeGidValue,
-      }
-      for (const outer of outerByVolume.get(mv.volumeName) ?? [mv.outerVolumeSpecName]) result.set(outer, info)
-    }
-    return result
-  }
-
-  function unmountedVolumes(pod: Pod, podName: UniquePodName): string[] {
-    const expected = expectedVolumeNames(pod)
-    if (expected.length === 0) return []
-    const mounted = mountedVolumesForPod(podName)
-    return expected.filter((name) => !mounted.has(name))
-  }
-
-  /**
-   * Waits until `done()` holds, checking now, on every state change and after every populator pass
-   * (or every 300 ms with pollingCompat). Pod errors end the wait at once.
-   */
-  function waitFor(
-    podName: UniquePodName,
-    done: () => boolean,
-    failure: (cause: string) => string,
-    wait: WaitOptions | undefined,
-  ): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      let finished = false
-      let timer: Timer | undefined
-      let poll: Timer | undefined
-      const finish = (error?: string, interrupted = false): void => {
-        if (finished) return
-        finished = true
-        removeWaiter(waiter)
-        timer?.cancel()
-        poll?.cancel()
-        wait?.signal?.removeEventListener('abort', onAbort)
-        if (error === undefined) resolve()
-        else reject(new WaitError(error, { interrupted }))
-      }
-      const waiter: Waiter = {
-        podName,
-        check() {
-          if (finished) return true
-          const errors = podErrorsOrNull(podName)
-          if (errors !== null) {
-            finish(failure(errors))
-            return true
+  function followNodeStatus(reconstructed: readonly UniqueVolumeName[]): void {
+    const getNode = options.objects.getNode
+    if (!getNode) return
+    reconciler.addVolumesNeedingNodeStatus(reconstructed)
+    const refresh = (): void => {
+      void getNode(options.nodeName).then(
+        (node) => {
+          const attached = new Map((node.status?.volumesAttached ?? []).map((v) => [v.name, v.devicePath]))
+          for (const name of reconstructed) {
+            const devicePath = attached.get(name)
+            if (devicePath !== undefined) asw.updateReconstructedDevicePath(name, devicePath)
+            asw.updateReconstructedVolumeAttachability(name, devicePath !== undefined)
           }
-          if (done()) {
-            finish()
-            return true
-          }
-          return false
+          reconciler.clearVolumesNeedingNodeStatus()
+          scheduleReconcile()
         },
+        (err: unknown) => {
+          logger.warn('Could not read node status for reconstructed volumes; retrying', { err: errorMessage(err) })
+          if (running) setTimer(1_000, refresh)
+        },
+      )
+    }
+    refresh()
+  }
+
+  /**
+   * The populator and reconciler loops: the kubelet's 100 ms ticks with pollingCompat; otherwise
+   * passes on pod and object changes, and a resync every `resyncPeriodMs` for what no event announced.
+   */
+  function startLoops(unsubscribe: (() => void)[]): void {
+    if (polling) {
+      const populateTick = (): void => {
+        // The kubelet's loop: every pod, every time.
+        populator.podChanged()
+        void populate().then(() => running && setTimer(LOOP_SLEEP_PERIOD_MS, populateTick))
       }
-      const onAbort = (): void => {
-        if (done()) finish()
-        else finish(failure('context canceled'), true)
+      const reconcileTick = (): void => {
+        reconciler.markAllDirty()
+        reconciler.reconcileOnce()
+        setTimer(LOOP_SLEEP_PERIOD_MS, reconcileTick)
       }
-      if (waiter.check()) return
-      if (wait?.signal?.aborted) return onAbort()
-      wait?.signal?.addEventListener('abort', onAbort, { once: true })
-      timer = clock.setTimer(wait?.timeoutMs ?? POD_ATTACH_AND_MOUNT_TIMEOUT_MS, () => {
-        // The kubelet polls with wait.PollUntilContextTimeout: its timeout is the context's deadline.
-        if (done()) finish()
-        else finish(failure('context deadline exceeded'), true)
-      })
-      if (polling) {
-        const tick = (): void => {
-          if (!waiter.check()) poll = clock.setTimer(POD_ATTACH_AND_MOUNT_RETRY_INTERVAL_MS, tick)
-        }
-        poll = clock.setTimer(POD_ATTACH_AND_MOUNT_RETRY_INTERVAL_MS, tick)
-      } else {
-        addWaiter(waiter)
-      }
+      populateTick()
+      reconcileTick()
+      return
+    }
+    unsubscribe.push(options.podSource.subscribe(onPodChange))
+    // A changed ConfigMap, Secret, ... refreshes the volumes built from objects (the kubelet does
+    // this on each pod sync); a changed claim may unblock a pod waiting for it.
+    if (options.objects.subscribe) unsubscribe.push(options.objects.subscribe(onObjectChange))
+    reconciler.markAllDirty()
+    scheduleReconcile()
+    schedulePopulate()
+    every(resyncPeriodMs, () => {
+      reconciler.queueResync()
+      scheduleReconcile()
+      populator.podChanged()
+      schedulePopulate()
     })
+  }
+
+  /** The periods beside the loops; each 0 turns its work off. */
+  function startPeriodicWork(): void {
+    // The kubelet's pod sync period: what no event announces (a token at 80% of its lifetime,
+    // every object read through a reader that finds changes only by reading) is refreshed at
+    // least this often. With a reader that announces changes, volumes built only from objects
+    // and the pod are left to those events: steady-state work follows changes, not node size.
+    const eventsSuffice = !polling && options.objects.announcesChanges === true && options.objects.subscribe !== undefined
+    every(options.remountPeriodMs ?? 60_000, () => {
+      for (const pod of dsw.podsRequiringRemount({ timedOnly: eventsSuffice })) populator.reprocessPod(pod)
+      schedulePopulate()
+    })
+    every(options.expansionCheckPeriodMs ?? 60_000, () => checkExpansion())
+    every(options.housekeepingPeriodMs ?? 10_000, () => {
+      if (populator.hasAddedPods() && reconciler.statesHaveBeenSynced()) void manager.cleanupOrphanedPods().catch(() => undefined)
+    })
+    every(options.statsPeriodMs ?? 60_000, () => {
+      void manager.collectVolumeStats().catch((err: unknown) => logger.warn('Collecting volume stats failed', { err: errorMessage(err) }))
+    })
+  }
+
+  /** `fn` every `periodMs` while running (timers are cancelled when run() ends); never when 0. */
+  function every(periodMs: number, fn: () => void): void {
+    if (periodMs <= 0) return
+    const tick = (): void => {
+      fn()
+      setTimer(periodMs, tick)
+    }
+    setTimer(periodMs, tick)
   }
 
   const manager: VolumeManager = {
@@ -657,114 +582,16 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
         dsw.setSELinuxEnabled(seLinux)
         asw.setSELinuxEnabled(seLinux)
         // Before the first pass: the journal first, then the disk (SPEC §5.4 and beyond).
-        const journalPath = joinPath(paths.root, 'journal', 'volumes.log')
-        let journal: VolumeJournal | undefined
-        if (options.journal === 'read-only') {
-          journal = await VolumeJournal.read({ host: options.host, path: journalPath, logger })
-        } else if ((options.journal ?? true) && options.host.appendFile) {
-          journal = await VolumeJournal.open({ host: options.host, path: journalPath, logger })
-          ctx.journal = journal
-        }
+        const journal = await openJournal()
         const rebuilt = await reconstructVolumes({ host: options.host, paths, plugins: pluginManager, asw, logger, metrics, journal })
         reconstructedToReport = rebuilt.reconstructed
         reconciler.setFailedReconstruction(rebuilt.failed)
         // Only now do passes run: a pass before reconstruction would see a half-built actual state.
         running = true
         markPassesRunning()
-        if (controllerAttachDetach && options.objects.getNode && rebuilt.reconstructed.length > 0) {
-          // Unmounting waits until reconstructed volumes know their device paths from node status.
-          reconciler.addVolumesNeedingNodeStatus(rebuilt.reconstructed)
-          const getNode = options.objects.getNode
-          const refresh = (): void => {
-            void getNode(options.nodeName).then(
-              (node) => {
-                const attached = new Map((node.status?.volumesAttached ?? []).map((v) => [v.name, v.devicePath]))
-                for (const name of rebuilt.reconstructed) {
-                  const devicePath = attached.get(name)
-                  if (devicePath !== undefined) asw.updateReconstructedDevicePath(name, devicePath)
-                  asw.updateReconstructedVolumeAttachability(name, devicePath !== undefined)
-                }
-                reconciler.clearVolumesNeedingNodeStatus()
-                scheduleReconcile()
-              },
-              (err: unknown) => {
-                logger.warn('Could not read node status for reconstructed volumes; retrying', { err: errorMessage(err) })
-                if (running) setTimer(1_000, refresh)
-              },
-            )
-          }
-          refresh()
-        }
-        if (polling) {
-          const populateTick = (): void => {
-            // The kubelet's loop: every pod, every time.
-            populator.podChanged()
-            void populate().then(() => running && setTimer(LOOP_SLEEP_PERIOD_MS, populateTick))
-          }
-          const reconcileTick = (): void => {
-            reconciler.markAllDirty()
-            reconciler.reconcileOnce()
-            setTimer(LOOP_SLEEP_PERIOD_MS, reconcileTick)
-          }
-          populateTick()
-          reconcileTick()
-        } else {
-          unsubscribe.push(options.podSource.subscribe(onPodChange))
-          if (options.objects.subscribe) {
-            // A changed ConfigMap, Secret, ... refreshes the volumes built from objects (the kubelet does
-            // this on each pod sync); a changed claim may unblock a pod waiting for it.
-            unsubscribe.push(options.objects.subscribe(onObjectChange))
-          }
-          const resync = (): void => {
-            reconciler.queueResync()
-            scheduleReconcile()
-            populator.podChanged()
-            schedulePopulate()
-            setTimer(resyncPeriodMs, resync)
-          }
-          reconciler.markAllDirty()
-          scheduleReconcile()
-          schedulePopulate()
-          setTimer(resyncPeriodMs, resync)
-        }
-        // The kubelet's pod sync period: what no event announces (a token at 80% of its lifetime,
-        // every object read through a reader that finds changes only by reading) is refreshed at
-        // least this often. With a reader that announces changes, volumes built only from objects
-        // and the pod are left to those events: steady-state work follows changes, not node size.
-        const remountPeriodMs = options.remountPeriodMs ?? 60_000
-        const eventsSuffice = !polling && options.objects.announcesChanges === true && options.objects.subscribe !== undefined
-        if (remountPeriodMs > 0) {
-          const remount = (): void => {
-            for (const pod of dsw.podsRequiringRemount({ timedOnly: eventsSuffice })) populator.reprocessPod(pod)
-            schedulePopulate()
-            setTimer(remountPeriodMs, remount)
-          }
-          setTimer(remountPeriodMs, remount)
-        }
-        const expansionCheckPeriodMs = options.expansionCheckPeriodMs ?? 60_000
-        if (expansionCheckPeriodMs > 0) {
-          const expansion = (): void => {
-            checkExpansion()
-            setTimer(expansionCheckPeriodMs, expansion)
-          }
-          setTimer(expansionCheckPeriodMs, expansion)
-        }
-        const housekeepingPeriodMs = options.housekeepingPeriodMs ?? 10_000
-        if (housekeepingPeriodMs > 0) {
-          const housekeeping = (): void => {
-            if (populator.hasAddedPods() && reconciler.statesHaveBeenSynced()) void manager.cleanupOrphanedPods().catch(() => undefined)
-            setTimer(housekeepingPeriodMs, housekeeping)
-          }
-          setTimer(housekeepingPeriodMs, housekeeping)
-        }
-        const statsPeriodMs = options.statsPeriodMs ?? 60_000
-        if (statsPeriodMs > 0) {
-          const stats = (): void => {
-            void manager.collectVolumeStats().catch((err: unknown) => logger.warn('Collecting volume stats failed', { err: errorMessage(err) }))
-            setTimer(statsPeriodMs, stats)
-          }
-          setTimer(statsPeriodMs, stats)
-        }
+        if (controllerAttachDetach && options.objects.getNode && rebuilt.reconstructed.length > 0) followNodeStatus(rebuilt.reconstructed)
+        startLoops(unsubscribe)
+        startPeriodicWork()
         await new Promise<void>((resolve) => {
           if (signal.aborted) resolve()
           else signal.addEventListener('abort', () => resolve(), { once: true })
@@ -784,52 +611,17 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
 
     waitForAttachAndMount(pod, wait) {
       const podName = uniquePodName(pod)
-      const expected = expectedVolumeNames(pod)
-      if (expected.length === 0) return Promise.resolve()
+      if (expectedVolumeNames(pod).length === 0) return Promise.resolve()
       populator.reprocessPod(podName)
       schedulePopulate()
-      return waitFor(
-        podName,
-        // The expected names are read once, when the wait starts, as the kubelet does.
-        () => allMounted(expected, podName),
-        (cause) => {
-          const unmounted = unmountedVolumes(pod, podName)
-          const inDsw = dsw.getVolumesToMountForPod(podName)
-          const desiredOuter = new Set(inDsw.flatMap((v) => v.outerVolumeSpecNames))
-          const unattached = inDsw
-            .filter((v) => v.pluginIsAttachable && !asw.volumeExists(v.volumeName))
-            .flatMap((v) => v.outerVolumeSpecNames)
-            .sort()
-          const notInDsw = expected.filter((name) => !desiredOuter.has(name)).sort()
-          return `unmounted volumes=${goList(unmounted)}, unattached volumes=${goList(unattached)}, failed to process volumes=${goList(notInDsw)}: ${cause}`
-        },
-        wait,
-      ).catch(async (err: unknown) => {
-        // SPEC §2.1: an unattached volume whose plugin says the node ran out of attachments rejects the pod.
-        const unattached = dsw.getVolumesToMountForPod(podName).filter((v) => v.pluginIsAttachable && !asw.volumeExists(v.volumeName))
-        if (err instanceof WaitError && unattached.length > 0 && (await attachResourceExhausted(pluginManager, unattached))) {
-          throw new VolumeAttachLimitExceededError(err.message, { cause: err, interrupted: err.interrupted })
-        }
-        throw err
-      })
+      return waiters.waitForAttachAndMount(pod, podName, wait)
     },
 
     waitForUnmount(pod, wait) {
       const podName = uniquePodName(pod)
       populator.reprocessPod(podName)
       schedulePopulate()
-      return waitFor(
-        podName,
-        () => !asw.podHasMountedVolumes(podName),
-        (cause) => {
-          const names = asw
-            .getMountedVolumesForPod(podName)
-            .map((v) => v.outerVolumeSpecName)
-            .sort()
-          return `mounted volumes=${goList(names)}: ${cause}`
-        },
-        wait,
-      )
+      return waiters.waitForUnmount(podName, wait)
     },
 
     async waitForAllPodsUnmount(pods, wait) {
@@ -839,7 +631,7 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
     },
 
     getMountedVolumesForPod(pod) {
-      return mountedVolumesForPod(podNameOf('getMountedVolumesForPod', pod))
+      return waiters.mountedVolumesForPod(podNameOf('getMountedVolumesForPod', pod))
     },
 
     hasPossiblyMountedVolumesForPod(pod) {
@@ -990,9 +782,4 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
     },
   }
   return manager
-}
-
-/** A list printed as Go prints a slice: `[a b]`. */
-function goList(items: readonly string[]): string {
-  return `[${items.join(' ')}]`
 }
