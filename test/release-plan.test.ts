@@ -46,6 +46,12 @@ async function versionsAfter(name: string, changesets?: Readonly<Record<string, 
   const versions = new Map<string, string>()
   for (const [pkg, path] of manifests) versions.set(pkg, (JSON.parse(await readFile(join(copy, path), 'utf8')) as { version: string }).version)
   versions.set('#docs-changelog', existsSync(join(copy, dirname(manifests.get('@kubevol/docs') ?? ''), 'CHANGELOG.md')) ? 'written' : 'none')
+  // The release headings of each published package's changelog, newest first.
+  for (const pkg of published) {
+    const changelog = join(copy, dirname(manifests.get(pkg) ?? ''), 'CHANGELOG.md')
+    const text = existsSync(changelog) ? await readFile(changelog, 'utf8') : ''
+    versions.set(`#changelog ${pkg}`, [...text.matchAll(/^## (\S+)$/gm)].map((m) => m[1]).join(' '))
+  }
   return versions
 }
 
@@ -112,5 +118,7 @@ describe('changeset version', () => {
       '@kubevol/example-csi-hostpath-driver': '0.0.0',
     })
     expect(after.get('#docs-changelog')).toBe('none')
+    // The first release's changelog stays, below the new release.
+    for (const pkg of published) expect(after.get(`#changelog ${pkg}`), pkg).toBe(`${expected} 0.1.0`)
   })
 })
