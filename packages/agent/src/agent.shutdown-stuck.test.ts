@@ -2,7 +2,7 @@
  * SIGTERM while a host call is blocked in the kernel. The real agent process (dist/main.js) on the
  * Linux host, in the test's private mount namespace: one pod's hostPath is on a FUSE filesystem
  * whose daemon is stopped (bindfs, SIGSTOP), another pod has a Memory emptyDir. The agent must exit
- * within its grace period (`--shutdown-grace-ms` plus the margin), say why it did not wait, and
+ * within its grace period (`--shutdown-grace-period` plus the margin), say why it did not wait, and
  * leave the other pod's mount in place. node's own exit would join the blocked thread forever.
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
@@ -104,7 +104,7 @@ if (reason !== undefined && process.env.CI === 'true') {
 
       const agent = spawn(
         process.execPath,
-        [main, '--node-name=n1', '--port=0', '--host=linux', `--root-dir=${rootDir}`, `--manifest-dir=${manifests}`, `--shutdown-grace-ms=${GRACE_MS}`, '--log-format=json'],
+        [main, '--node-name=n1', '--port=0', '--host=linux', `--root-dir=${rootDir}`, `--pod-manifest-path=${manifests}`, `--shutdown-grace-period=${GRACE_MS}ms`, '--logging-format=json'],
         { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, UV_THREADPOOL_SIZE: '8' } },
       )
       children.push(agent)

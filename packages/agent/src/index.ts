@@ -9,10 +9,10 @@
  */
 export type { Agent, AgentDependencies } from './agent.js'
 export { startAgent } from './agent.js'
-export type { AgentConfig, AgentConfigInput, AgentOption, OptionKind, ResolvedAgentConfig } from './config/options.js'
-export { AGENT_OPTIONS, agentConfigSchema, optionOf, resolveModeDefaults } from './config/options.js'
+export type { AgentConfig, AgentConfigInput, AgentOption, OptionAlias, OptionKind, ResolvedAgentConfig } from './config/options.js'
+export { AGENT_OPTIONS, agentConfigSchema, formatDuration, optionOf, optionOfFlag, parseDuration, resolveModeDefaults } from './config/options.js'
 export type { ConfigProblem, LoadConfigOptions } from './config/load-config.js'
-export { AgentConfigError, configHelp, loadAgentConfig, resolveAgentConfig } from './config/load-config.js'
+export { AgentConfigError, configHelp, loadAgentConfig, optionUsage, resolveAgentConfig } from './config/load-config.js'
 export type { EventStore, InvolvedObject, StoredEvent } from './events/event-store.js'
 export { createEventStore } from './events/event-store.js'
 export type { HealthCheck, StatusRoutes, StatusServer, StatusServerOptions } from './http/status-server.js'

@@ -25,7 +25,7 @@ describe('the agent process', () => {
     const signals = new EventEmitter()
     const o = io()
     const agent = await runAgentProcess({
-      argv: ['--node-name=n1', '--port=0', `--manifest-dir=${d.dir}`, '--log-format=json', '--verbosity=0'],
+      argv: ['--node-name=n1', '--port=0', `--pod-manifest-path=${d.dir}`, '--logging-format=json', '--v=0'],
       env: {},
       signals: signals as never,
       ...o,
@@ -55,7 +55,7 @@ describe('the agent process', () => {
   it.runIf(existsSync(main))('as a real process, exits 0 on SIGTERM (built dist)', async () => {
     const d = tempDir()
     dirs.push(d)
-    const child = spawn(process.execPath, [main, '--node-name=n1', '--port=0', `--manifest-dir=${d.dir}`, '--log-format=json'], { stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = spawn(process.execPath, [main, '--node-name=n1', '--port=0', `--pod-manifest-path=${d.dir}`, '--logging-format=json'], { stdio: ['ignore', 'pipe', 'pipe'] })
     let output = ''
     child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()))
     child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()))

@@ -1,6 +1,6 @@
 /**
  * Item 6: SIGTERM while a call hangs on a stopped FUSE daemon (during a mount, and during a
- * tear-down). Promise: the agent exits 0 within its shutdown grace period (`--shutdown-grace-ms`,
+ * tear-down). Promise: the agent exits 0 within its shutdown grace period (`--shutdown-grace-period`,
  * documented in packages/agent/README.md; 3 s here) plus a second of slack, and leaves every mount
  * in place (a restart reconstructs them).
  */

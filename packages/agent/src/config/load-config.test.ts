@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { AgentConfigError, loadAgentConfig, resolveAgentConfig } from './load-config.js'
+import { AGENT_OPTIONS, formatDuration, parseDuration } from './options.js'
 
 const load = (argv: string[], env: Record<string, string> = {}, files: Record<string, string> = {}) =>
   loadAgentConfig({
@@ -98,6 +99,69 @@ describe('loadAgentConfig', () => {
   it('refuses a missing or unreadable config file', async () => {
     const [problem] = await problems(load(['--config=/nope.yaml']))
     expect(problem).toMatchObject({ key: 'config', value: '/nope.yaml', allowed: expect.stringContaining('a readable file') })
+  })
+})
+
+describe('one flag vocabulary, the kubelet\'s', () => {
+  it('names each option the kubelet has as the kubelet does, and no flag twice', () => {
+    const flags = AGENT_OPTIONS.map((o) => o.flag)
+    for (const kubelet of ['--root-dir', '--pod-manifest-path', '--kubeconfig', '--node-labels', '--register-node', '--v', '--address', '--port', '--node-status-update-frequency', '--file-check-frequency', '--enable-controller-attach-detach', '--logging-format', '--volume-stats-agg-period', '--config']) {
+      expect(flags).toContain(kubelet)
+    }
+    const every = AGENT_OPTIONS.flatMap((o) => [o.flag, ...(o.short ? [`-${o.short}`] : []), ...o.aliases.map((a) => a.flag)])
+    expect(new Set(every).size).toBe(every.length)
+  })
+
+  it.each([
+    { name: '-v N', argv: ['-v', '4'], expected: { verbosity: 4 } },
+    { name: '-vN', argv: ['-v4'], expected: { verbosity: 4 } },
+    { name: '--v=N', argv: ['--v=5'], expected: { verbosity: 5 } },
+    { name: 'a boolean =false', argv: ['--mode=api', '--enable-controller-attach-detach=false', '--finalize-pod-deletion=false'], expected: { controllerAttachDetach: false, finalizePodDeletion: false } },
+    { name: 'a boolean =true', argv: ['--register-node=true'], expected: { registerNode: true } },
+    { name: 'a duration', argv: ['--file-check-frequency=500ms', '--node-status-update-frequency', '1m30s'], expected: { manifestRescanMs: 500, nodeStatusPeriodMs: 90_000 } },
+    { name: 'a zero duration', argv: ['--volume-stats-agg-period=0'], expected: { statsPeriodMs: 0 } },
+    { name: 'the kubelet\'s manifest path', argv: ['--pod-manifest-path=/etc/kubernetes/manifests'], expected: { manifestDir: '/etc/kubernetes/manifests' } },
+    { name: 'deprecated spellings', argv: ['--root=/r', '--manifest-dir=/m', '--log-format=json', '--verbosity=3', '--controller-attach-detach=false'], expected: { rootDir: '/r', manifestDir: '/m', logFormat: 'json', verbosity: 3, controllerAttachDetach: false } },
+    { name: 'an old --*-ms flag, in milliseconds', argv: ['--manifest-rescan-ms=250', '--shutdown-grace-ms', '0'], expected: { manifestRescanMs: 250, shutdownGraceMs: 0 } },
+  ])('reads $name', async ({ argv, expected }) => {
+    expect(await load(argv)).toMatchObject(expected)
+  })
+
+  it('reads durations from the environment (bare: milliseconds) and the config file', async () => {
+    expect(await load([], { KUBEVOL_MANIFEST_RESCAN_MS: '300', KUBEVOL_STUCK_OPERATION_MS: '5m' })).toMatchObject({ manifestRescanMs: 300, stuckOperationMs: 300_000 })
+    const files = { '/c.yaml': 'manifestRescanMs: 2m\npodSyncRetryMs: 1500\n' }
+    expect(await load(['--config=/c.yaml'], {}, files)).toMatchObject({ manifestRescanMs: 120_000, podSyncRetryMs: 1_500 })
+  })
+
+  it.each([
+    ['a number without a unit', '--file-check-frequency=20'],
+    ['a word', '--file-check-frequency=often'],
+    ['below the minimum', '--file-check-frequency=1ms'],
+  ])('refuses %s as a duration', async (_name, arg) => {
+    const [problem] = await problems(load([arg]))
+    expect(problem).toMatchObject({ key: 'manifestRescanMs', source: '--file-check-frequency', allowed: 'a duration such as 10s, 500ms or 2m, at least 10ms' })
+  })
+
+  it.each([
+    ['10s', 10_000],
+    ['500ms', 500],
+    ['2m', 120_000],
+    ['1h30m', 5_400_000],
+    ['1.5s', 1_500],
+    ['0', 0],
+    ['20', undefined],
+    ['s', undefined],
+    ['-1s', undefined],
+  ])('parseDuration(%s)', (text, expected) => {
+    expect(parseDuration(text)).toBe(expected)
+  })
+
+  it('shows every duration default in the syntax it is given in, and that syntax parses to the schema default', async () => {
+    const defaults = await load([])
+    for (const o of AGENT_OPTIONS.filter((x) => x.kind === 'duration')) {
+      expect(parseDuration(o.defaultText)).toBe(defaults[o.key])
+      expect(formatDuration(defaults[o.key] as number)).toBe(o.defaultText)
+    }
   })
 })
 

@@ -11,8 +11,10 @@ import {
   type AgentConfigInput,
   type AgentOption,
   type ResolvedAgentConfig,
+  type OptionAlias,
   agentConfigSchema,
   optionOf,
+  optionOfFlag,
   resolveModeDefaults,
 } from './options.js'
 
@@ -126,14 +128,18 @@ interface Layer {
   readonly sources: Map<string, string>
 }
 
-function convert(option: AgentOption, raw: string): unknown {
+/** A flag's or variable's text as the option's type; what cannot be read is passed on for the schema to refuse. */
+function convert(option: AgentOption, raw: string, bareMillis = false): unknown {
   switch (option.kind) {
     case 'integer':
       return /^-?\d+$/.test(raw.trim()) ? Number(raw) : raw
+    case 'duration':
+      // The old `--*-ms` flags and the `KUBEVOL_*_MS` variables take bare milliseconds.
+      return bareMillis && /^\d+$/.test(raw.trim()) ? Number(raw) : raw
     case 'boolean': {
       const lower = raw.trim().toLowerCase()
-      if (['true', '1', 'yes', 'on'].includes(lower)) return true
-      if (['false', '0', 'no', 'off'].includes(lower)) return false
+      if (['true', '1', 't', 'yes', 'on'].includes(lower)) return true
+      if (['false', '0', 'f', 'no', 'off'].includes(lower)) return false
       return raw
     }
     default:
@@ -141,29 +147,39 @@ function convert(option: AgentOption, raw: string): unknown {
   }
 }
 
+/**
+ * Flags as the kubelet's (pflag): `--name=value`, `--name value`, `-v 4`, `-v=4`, `-v4`; a boolean
+ * alone is true and takes `--name=false`; `--no-name` also negates a boolean. Deprecated spellings
+ * (`--root`, `--manifest-dir`, `--*-ms`) are still read.
+ */
 function parseFlags(argv: readonly string[], problems: ConfigProblem[]): Layer {
   const values: Record<string, unknown> = {}
   const sources = new Map<string, string>()
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i] as string
-    if (!arg.startsWith('--')) {
+    const short = /^-([A-Za-z])(=?)(.*)$/.exec(arg)
+    if (!arg.startsWith('--') && !short) {
       problems.push({ key: arg, value: arg, source: 'the command line', allowed: 'flags of the form --name=value' })
       continue
     }
     const eq = arg.indexOf('=')
-    let name = eq >= 0 ? arg.slice(0, eq) : arg
-    let raw: string | undefined = eq >= 0 ? arg.slice(eq + 1) : undefined
+    let name = short ? `-${short[1]}` : eq >= 0 ? arg.slice(0, eq) : arg
+    let raw: string | undefined = short ? (short[2] !== '' || short[3] !== '' ? short[3] : undefined) : eq >= 0 ? arg.slice(eq + 1) : undefined
     let negated = false
-    let option = AGENT_OPTIONS.find((o) => o.flag === name)
-    if (!option && name.startsWith('--no-')) {
-      option = AGENT_OPTIONS.find((o) => o.flag === `--${name.slice(5)}` && o.kind === 'boolean')
-      negated = option !== undefined
-      if (negated) name = `--${name.slice(5)}`
+    let found: { option: AgentOption; alias?: OptionAlias } | undefined = optionOfFlag(name)
+    if (!found && name.startsWith('--no-')) {
+      const positive = optionOfFlag(`--${name.slice(5)}`)
+      if (positive?.option.kind === 'boolean' && raw === undefined) {
+        found = positive
+        negated = true
+        name = `--${name.slice(5)}`
+      }
     }
-    if (!option) {
+    if (!found) {
       problems.push({ key: name, value: raw ?? true, source: 'the command line', allowed: `one of the flags ${AGENT_OPTIONS.map((o) => o.flag).join(', ')}` })
       continue
     }
+    const { option, alias } = found
     if (option.kind === 'boolean' && raw === undefined) {
       raw = negated ? 'false' : 'true'
     } else if (raw === undefined) {
@@ -175,7 +191,7 @@ function parseFlags(argv: readonly string[], problems: ConfigProblem[]): Layer {
       raw = next
       i++
     }
-    values[option.key] = convert(option, raw)
+    values[option.key] = convert(option, raw, alias?.unit === 'ms')
     sources.set(option.key, name)
   }
   return { values, sources }
@@ -192,7 +208,8 @@ function parseEnv(env: Readonly<Record<string, string | undefined>>, _problems: 
   for (const option of AGENT_OPTIONS) {
     const raw = env[option.env]
     if (raw === undefined || raw === '') continue
-    values[option.key] = convert(option, raw)
+    // The variables keep their names (`KUBEVOL_STATS_PERIOD_MS`): a bare number there is milliseconds.
+    values[option.key] = convert(option, raw, true)
     sources.set(option.key, option.env)
   }
   return { values, sources }
@@ -221,11 +238,17 @@ async function readConfigFile(path: string, readFile: LoadConfigOptions['readFil
   return parsed as Record<string, unknown>
 }
 
+/** `-v, --v N`: how help shows an option's flag. */
+export function optionUsage(o: AgentOption): string {
+  const name = `${o.short ? `-${o.short}, ` : ''}${o.flag}`
+  return o.value ? `${name} ${o.value}` : name
+}
+
 /** Help text listing every option with its flag, variable and default. */
 export function configHelp(): string {
   const lines = ['Options (flag, environment variable; flags win over the environment, which wins over --config):', '']
   for (const o of AGENT_OPTIONS) {
-    lines.push(`  ${o.flag}  (${o.env})`)
+    lines.push(`  ${optionUsage(o)}  (${o.env})`)
     lines.push(`      ${o.description}`)
     lines.push(`      allowed: ${o.allowed}; default: ${o.defaultText}`)
   }

@@ -5,17 +5,34 @@
 import { z } from 'zod'
 import { isKubeletLabel, isKubernetesLabel } from '../kube/kubelet-labels.js'
 
-/** How a flag or environment value (always a string) is turned into the option's type. */
-export type OptionKind = 'string' | 'integer' | 'boolean' | 'enum'
+/**
+ * How a flag or environment value (always a string) is turned into the option's type. A `duration`
+ * is written as the kubelet writes one (`10s`, `500ms`, `2m`, `1h30m`) and held in milliseconds.
+ */
+export type OptionKind = 'string' | 'integer' | 'boolean' | 'enum' | 'duration'
+
+/** An older spelling of a flag, still accepted (help does not list it). */
+export interface OptionAlias {
+  /** `--manifest-dir` */
+  readonly flag: string
+  /** `ms`: a bare integer given to this alias is milliseconds (the old `--*-ms` flags). */
+  readonly unit?: 'ms'
+}
 
 /** One option of the agent. */
 export interface AgentOption {
   readonly key: keyof AgentConfig
   readonly kind: OptionKind
-  /** `--node-name` */
+  /** `--node-name`: the kubelet's name where the kubelet has the option. */
   readonly flag: string
+  /** `v` for `-v`. */
+  readonly short?: string
+  /** Deprecated spellings, still accepted. */
+  readonly aliases: readonly OptionAlias[]
   /** `KUBEVOL_NODE_NAME` */
   readonly env: string
+  /** The value's placeholder in help: `DIR`, `DURATION`. */
+  readonly value: string
   readonly description: string
   /** What is allowed, in words, for error messages: `"static" or "api"`. */
   readonly allowed: string
@@ -23,7 +40,33 @@ export interface AgentOption {
   readonly defaultText: string
 }
 
-const millis = (min: number) => z.number().int().min(min)
+const DURATION_UNITS: Readonly<Record<string, number>> = { ns: 1e-6, us: 1e-3, 'µs': 1e-3, ms: 1, s: 1_000, m: 60_000, h: 3_600_000 }
+
+/**
+ * Milliseconds of a duration as Go's time.ParseDuration (and so the kubelet) reads one: `10s`,
+ * `500ms`, `2m`, `1h30m`, `1.5s`, or `0`. A number without a unit is refused (undefined), as Go does.
+ */
+export function parseDuration(text: string): number | undefined {
+  const t = text.trim()
+  if (t === '0') return 0
+  if (!/^(\d+(\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)((\d+(\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h))*$/.test(t)) return undefined
+  let total = 0
+  for (const m of t.matchAll(/(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)/g)) total += Number(m[1]) * (DURATION_UNITS[m[2] as string] as number)
+  return Math.round(total)
+}
+
+/** `120000` → `2m`, `123000` → `2m3s`, `1500` → `1.5s`, `500` → `500ms`: a duration as Go prints one, trailing zero units left out. */
+export function formatDuration(ms: number): string {
+  if (ms === 0) return '0'
+  if (ms < 1_000) return `${ms}ms`
+  const h = Math.floor(ms / 3_600_000)
+  const m = Math.floor((ms % 3_600_000) / 60_000)
+  const s = (ms % 60_000) / 1_000
+  return `${h > 0 ? `${h}h` : ''}${m > 0 ? `${m}m` : ''}${s > 0 ? `${s}s` : ''}`
+}
+
+/** A duration in milliseconds; a string (a flag, a variable, a config file) is read with {@link parseDuration}. */
+const millis = (min: number) => z.preprocess((v) => (typeof v === 'string' ? (parseDuration(v) ?? v) : v), z.number().int().min(min))
 const mode = z.enum(['static', 'api'])
 const hostKind = z.enum(['mock', 'linux'])
 const logFormat = z.enum(['auto', 'json', 'text'])
@@ -148,27 +191,64 @@ export function resolveModeDefaults(config: AgentConfig): ResolvedAgentConfig {
   }
 }
 
-function option(key: keyof AgentConfig, kind: OptionKind, description: string, allowed: string, defaultText: string): AgentOption {
-  const kebab = key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)
-  const snake = key.replace(/[A-Z]/g, (c) => `_${c}`).toUpperCase()
-  return { key, kind, flag: `--${kebab}`, env: `KUBEVOL_${snake}`, description, allowed, defaultText }
+interface OptionExtra {
+  /** The flag, when not the key in kebab case (the kubelet's name). */
+  readonly flag?: string
+  readonly short?: string
+  /** Deprecated spellings (`--x-ms` ones take bare milliseconds). */
+  readonly aliases?: readonly (string | OptionAlias)[]
+  readonly value?: string
 }
 
-const ms = 'an integer number of milliseconds'
+const PLACEHOLDER: Readonly<Record<OptionKind, string>> = { string: 'VALUE', integer: 'N', boolean: '', enum: 'VALUE', duration: 'DURATION' }
 
-/** Every option, in the order help text lists them. */
+function option(key: keyof AgentConfig, kind: OptionKind, description: string, allowed: string, defaultText: string, extra: OptionExtra = {}): AgentOption {
+  const kebab = key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)
+  const snake = key.replace(/[A-Z]/g, (c) => `_${c}`).toUpperCase()
+  const aliases = (extra.aliases ?? []).map((a) => (typeof a === 'string' ? { flag: a } : a))
+  return {
+    key,
+    kind,
+    flag: extra.flag ?? `--${kebab}`,
+    ...(extra.short ? { short: extra.short } : {}),
+    aliases,
+    env: `KUBEVOL_${snake}`,
+    value: extra.value ?? PLACEHOLDER[kind],
+    description,
+    allowed,
+    defaultText,
+  }
+}
+
+const duration = (min: number) => `a duration such as 10s, 500ms or 2m${min > 0 ? `, at least ${formatDuration(min)}` : ', 0 or more'}`
+const ms = (flag: string): OptionAlias => ({ flag, unit: 'ms' })
+
+/** Every option, in the order help text lists them. Flags are the kubelet's where the kubelet has the option. */
 export const AGENT_OPTIONS: readonly AgentOption[] = [
-  option('nodeName', 'string', "This node's name (pods of other nodes are ignored).", 'a non-empty name of at most 253 characters', 'the host name'),
-  option('mode', 'enum', 'Where pods come from: a manifest directory, or the Kubernetes API.', '"static" or "api"', 'static'),
-  option('host', 'enum', 'The host adapter: in memory, or the real Linux host (root).', '"mock" or "linux"', 'mock'),
-  option('rootDir', 'string', 'The root directory of pod volumes (the kubelet\'s is /var/lib/kubelet).', 'an absolute path', '/var/lib/kubevol'),
-  option('manifestDir', 'string', 'Static mode: the directory of Pod, PVC, PV, ConfigMap, Secret and CSIDriver manifests.', 'an absolute path', '/etc/kubevol/manifests'),
-  option('manifestRescanMs', 'integer', 'Static mode: how often the manifest directory is read again besides watching it.', `${ms}, at least 10`, '20000'),
-  option('controllerAttachDetach', 'boolean', 'An attach/detach controller attaches volumes (kubevol waits); false: kubevol attaches itself.', 'true or false', 'false in static mode, true in API mode'),
+  option('nodeName', 'string', "This node's name (pods of other nodes are ignored).", 'a non-empty name of at most 253 characters', 'the host name', { value: 'NAME' }),
+  option('mode', 'enum', 'Where pods come from: a manifest directory, or the Kubernetes API.', '"static" or "api"', 'static', { value: 'MODE' }),
+  option('host', 'enum', 'The host adapter: in memory (touches nothing), or the real Linux host (root).', '"mock" or "linux"', 'mock', { value: 'KIND' }),
+  option('rootDir', 'string', "The root directory of pod volumes (the kubelet's is /var/lib/kubelet).", 'an absolute path', '/var/lib/kubevol', { flag: '--root-dir', aliases: ['--root'], value: 'DIR' }),
+  option(
+    'manifestDir',
+    'string',
+    "Static mode: a directory of Pod, PVC, PV, ConfigMap, Secret and CSIDriver manifests, or one such file, as the kubelet's --pod-manifest-path.",
+    'an absolute path',
+    '/etc/kubevol/manifests',
+    { flag: '--pod-manifest-path', aliases: ['--manifest-dir', '--manifests'], value: 'PATH' },
+  ),
+  option('manifestRescanMs', 'duration', 'Static mode: how often the manifests are read again besides watching them.', duration(10), '20s', {
+    flag: '--file-check-frequency',
+    aliases: [ms('--manifest-rescan-ms')],
+  }),
+  option('controllerAttachDetach', 'boolean', 'An attach/detach controller attaches volumes (kubevol waits); false: kubevol attaches itself.', 'true or false', 'false in static mode, true in API mode', {
+    flag: '--enable-controller-attach-detach',
+    aliases: ['--controller-attach-detach'],
+  }),
   option(
     'registerNode',
     'boolean',
-    "API mode: create this node's Node object when it does not exist, as the kubelet registers its node (labels kubernetes.io/hostname, os, arch and nodeLabels).",
+    "API mode: create this node's Node object when it does not exist, as the kubelet registers its node (labels kubernetes.io/hostname, os, arch and --node-labels).",
     'true or false',
     'true in API mode',
   ),
@@ -178,42 +258,84 @@ export const AGENT_OPTIONS: readonly AgentOption[] = [
     "API mode: labels of a Node kubevol registers, as the kubelet's --node-labels (a config file may give a map).",
     'KEY=VALUE pairs separated by commas; a kubernetes.io or k8s.io key only if a kubelet may set it (kubernetes.io/hostname, ..., or under node.kubernetes.io/ or kubelet.kubernetes.io/)',
     'none',
+    { value: 'KEY=VALUE,...' },
   ),
-  option('kubeconfig', 'string', 'API mode: the kubeconfig file.', 'a file path', 'in-cluster config, else $KUBECONFIG or ~/.kube/config'),
-  option('objectCacheTtlMs', 'integer', 'API mode: how long a PVC, PV, ConfigMap, Secret or CSIDriver read is reused.', `${ms}, 0 or more`, '5000'),
-  option('nodeStatusPeriodMs', 'integer', 'API mode: how often node.status.volumesInUse is checked besides on every change.', `${ms}, at least 10`, '10000'),
-  option('watchRetryMs', 'integer', 'API mode: the first delay before a failed list or watch is started again (doubling up to 30 s).', `${ms}, at least 1`, '1000'),
-  option('address', 'string', 'The address of the HTTP status endpoints.', 'an IP address or host name', '127.0.0.1'),
-  option('port', 'integer', 'The port of the HTTP status endpoints (0: any free port).', 'an integer from 0 to 65535', '10280'),
-  option('authTokenFile', 'string', 'A file holding the bearer token every endpoint requires (see unauthenticatedProbes).', 'a file path', 'none (no token)'),
+  option('kubeconfig', 'string', 'The kubeconfig file: pods come from the Kubernetes API (implies --mode=api).', 'a file path', 'in-cluster config, else $KUBECONFIG or ~/.kube/config', { value: 'FILE' }),
+  option('objectCacheTtlMs', 'duration', 'API mode: how long a PVC, PV, ConfigMap, Secret or CSIDriver read is reused.', duration(0), '5s', {
+    flag: '--object-cache-ttl',
+    aliases: [ms('--object-cache-ttl-ms')],
+  }),
+  option('nodeStatusPeriodMs', 'duration', 'API mode: how often node.status.volumesInUse is checked besides on every change.', duration(10), '10s', {
+    flag: '--node-status-update-frequency',
+    aliases: [ms('--node-status-period-ms')],
+  }),
+  option('watchRetryMs', 'duration', 'API mode: the first delay before a failed list or watch is started again (doubling up to 30 s).', duration(1), '1s', {
+    flag: '--watch-retry-delay',
+    aliases: [ms('--watch-retry-ms')],
+  }),
+  option('address', 'string', 'The IP address the HTTP status endpoints listen on.', 'an IP address or host name', '127.0.0.1 (with run --once: 127.0.0.1)', { value: 'IP' }),
+  option('port', 'integer', 'The port of the HTTP status endpoints (0: any free port).', 'an integer from 0 to 65535', '10280 (with run --once: 0)', { value: 'PORT' }),
+  option('authTokenFile', 'string', 'A file holding the bearer token every endpoint requires (see --unauthenticated-probes).', 'a file path', 'none (no token)', { value: 'FILE' }),
   option('unauthenticatedProbes', 'boolean', 'With a token: serve /livez and /readyz (without ?verbose) to requests without it, for probes that cannot send one.', 'true or false', 'false'),
-  option('stuckOperationMs', 'integer', 'A volume operation running this long is reported stuck (/readyz, /v1/state, metrics, a Warning event).', `${ms}, at least 10`, '120000'),
-  option('logFormat', 'enum', 'Log format: JSON lines, or text for people.', '"auto", "json" or "text"', 'auto (text on a terminal, JSON otherwise)'),
-  option('verbosity', 'integer', "The kubelet's -v: 0-3 info, 4-10 debug.", 'an integer from 0 to 10', '2'),
+  option('stuckOperationMs', 'duration', 'A volume operation running this long is reported stuck (/readyz, /v1/state, metrics, a Warning event).', duration(10), '2m', {
+    flag: '--stuck-operation-threshold',
+    aliases: [ms('--stuck-operation-ms')],
+  }),
+  option('logFormat', 'enum', "Log format, as the kubelet's --logging-format: JSON lines, or text for people.", '"auto", "json" or "text"', 'auto (text on a terminal, JSON otherwise)', {
+    flag: '--logging-format',
+    aliases: ['--log-format'],
+    value: 'FORMAT',
+  }),
+  option('verbosity', 'integer', "Log verbosity, the kubelet's -v: 0-3 info, 4-10 debug.", 'an integer from 0 to 10', '2', { flag: '--v', short: 'v', aliases: ['--verbosity'] }),
   option('eventsKept', 'integer', 'How many events are kept in memory for /v1/events.', 'an integer of at least 1', '1000'),
   option('postEvents', 'boolean', 'Post events to the API (core/v1 Events).', 'true or false', 'true in API mode'),
   option('finalizePodDeletion', 'boolean', "API mode: delete a terminating pod's object (grace 0) once its volumes are unmounted, as the kubelet does.", 'true or false', 'true in API mode'),
-  option('statsPeriodMs', 'integer', 'How often volume usage is collected for kubelet_volume_stats_* (0: never).', `${ms}, 0 or more`, '60000'),
-  option('podSyncRetryMs', 'integer', "The delay before a pod whose volumes failed is synced again, plus up to half of it at random (the kubelet's pod worker backoff: 10 to 15 s, not growing).", `${ms}, at least 1`, '10000'),
-  option('podSyncTimeoutMs', 'integer', 'How long one pod sync waits for its volumes.', `${ms}, at least 1`, '123000'),
-  option('shutdownGraceMs', 'integer', 'On shutdown, how long running operations may finish before they are abandoned.', `${ms}, 0 or more`, '10000'),
+  option('statsPeriodMs', 'duration', "How often volume usage is collected for kubelet_volume_stats_* (0: never), the kubelet's --volume-stats-agg-period.", duration(0), '1m', {
+    flag: '--volume-stats-agg-period',
+    aliases: [ms('--stats-period-ms')],
+  }),
+  option(
+    'podSyncRetryMs',
+    'duration',
+    "The delay before a pod whose volumes failed is synced again, plus up to half of it at random (the kubelet's pod worker backoff: 10 to 15 s, not growing).",
+    duration(1),
+    '10s',
+    { flag: '--pod-sync-retry', aliases: [ms('--pod-sync-retry-ms')] },
+  ),
+  option('podSyncTimeoutMs', 'duration', 'How long one pod sync waits for its volumes.', duration(1), '2m3s', { flag: '--pod-sync-timeout', aliases: [ms('--pod-sync-timeout-ms')] }),
+  option('shutdownGraceMs', 'duration', 'On shutdown, how long running operations may finish before they are abandoned.', duration(0), '10s', {
+    flag: '--shutdown-grace-period',
+    aliases: [ms('--shutdown-grace-ms')],
+  }),
   option(
     'csiDrivers',
     'string',
     'CSI drivers to register at start-up without the registration handshake, by name and socket (a config file may give a list of { name, endpoint }).',
     'NAME=SOCKET pairs separated by commas, each SOCKET an absolute path or unix:///path',
     'none',
+    { value: 'NAME=SOCKET,...' },
   ),
-  option('pluginRegistration', 'boolean', 'Watch pluginRegistrationDir for CSI drivers registering themselves (node-driver-registrar), as the kubelet does.', 'true or false', 'true with the Linux host'),
+  option('pluginRegistration', 'boolean', 'Watch --plugin-registration-dir for CSI drivers registering themselves (node-driver-registrar), as the kubelet does.', 'true or false', 'true with the Linux host'),
   option(
     'pluginRegistrationDir',
     'string',
     "The directory watched for CSI drivers' registration sockets (the kubelet's is /var/lib/kubelet/plugins_registry; a DaemonSet mounts the host's here).",
     'an absolute path',
     '<root-dir>/plugins_registry',
+    { value: 'DIR' },
   ),
-  option('config', 'string', 'A YAML or JSON file with any of these keys (flags and environment win over it).', 'a file path', 'none'),
+  option('config', 'string', 'A YAML or JSON file with any of these options by key (flags and environment win over it; a duration key takes 10s or milliseconds).', 'a file path', 'none', { value: 'FILE' }),
 ]
+
+/** The option a flag names (`--root-dir`, `-v`, or a deprecated alias such as `--root`), with the alias used. */
+export function optionOfFlag(name: string): { readonly option: AgentOption; readonly alias?: OptionAlias } | undefined {
+  for (const option of AGENT_OPTIONS) {
+    if (option.flag === name || (option.short !== undefined && name === `-${option.short}`)) return { option }
+    const alias = option.aliases.find((a) => a.flag === name)
+    if (alias) return { option, alias }
+  }
+  return undefined
+}
 
 /** The option of a key. */
 export function optionOf(key: string): AgentOption | undefined {
