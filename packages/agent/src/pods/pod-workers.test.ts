@@ -78,6 +78,17 @@ describe('pod workers', () => {
     expect(delays).toEqual([14_995, 14_995, 14_995, 14_995, 14_995, 14_995])
   })
 
+  it('keep counting failed syncs when the pod object is updated (a status or label change is the same pod)', async () => {
+    const t = (current = setup())
+    const volumes = [{ name: 'data', persistentVolumeClaim: { claimName: 'missing' } }]
+    t.pods.setPod(buildPod({ uid: 'a', name: 'web', volumes }))
+    await untilFailed(t.workers, 'a')
+    // A new object of the same pod, as a watch delivers after any change to it.
+    t.pods.setPod(buildPod({ uid: 'a', name: 'web', volumes }))
+    for (let i = 0; i < 100 && (t.workers.status('a')?.attempts ?? 0) < 2; i++) await vi.advanceTimersByTimeAsync(0)
+    expect(t.workers.status('a')).toMatchObject({ phase: 'failed', attempts: 2 })
+  })
+
   it.each([
     ['the smallest draw', 0, 10_000],
     ['a middle draw', 0.5, 12_500],

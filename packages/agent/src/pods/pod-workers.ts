@@ -221,7 +221,9 @@ export function createPodWorkers(options: PodWorkersOptions): PodWorkers {
       if (!terminating) {
         const tornDown = w && (w.phase === 'unmounting' || w.phase === 'unmounted')
         if (!w || tornDown || w.pod !== pod) {
-          const attempts = w && w.pod === pod ? w.attempts : 0
+          // An updated pod (a status or label change) is the same pod: its failures in a row go on.
+          // Only a pod set up again after teardown starts counting afresh.
+          const attempts = w && !tornDown ? w.attempts : 0
           w = { ...(w ?? {}), pod, phase: 'waiting', attempts, finalized: false }
           if (workers.get(uid)) cancel(workers.get(uid) as Worker)
           workers.set(uid, w)

@@ -33,7 +33,10 @@ import { type ManifestError, type ManifestKind, type ManifestObject, parseManife
 import { type PodStore, createPodStore } from './pod-store.js'
 
 export interface ManifestSourceOptions {
-  /** The directory of manifests; a missing directory is an empty one (and is watched for). */
+  /**
+   * The directory of manifests, or one manifest file (as the kubelet's --pod-manifest-path); a
+   * missing path is an empty directory (and is watched for).
+   */
   readonly dir: string
   readonly nodeName: string
   /** How often the directory is read again besides watching it. @default 20000 (the kubelet's) */
@@ -134,22 +137,25 @@ export function createManifestSource(options: ManifestSourceOptions): ManifestSo
   }
 
   const readFiles = async (): Promise<void> => {
-    let names: string[]
+    let paths: string[]
     try {
-      const entries = await readdir(dir, { withFileTypes: true })
-      names = entries
-        .filter((e) => (e.isFile() || e.isSymbolicLink()) && !e.name.startsWith('.') && EXTENSIONS.has(extname(e.name).toLowerCase()))
-        .map((e) => e.name)
-        .sort()
+      // One file is read as it is, whatever its name, as the kubelet reads a --pod-manifest-path file.
+      if ((await stat(dir)).isFile()) paths = [dir]
+      else {
+        const entries = await readdir(dir, { withFileTypes: true })
+        paths = entries
+          .filter((e) => (e.isFile() || e.isSymbolicLink()) && !e.name.startsWith('.') && EXTENSIONS.has(extname(e.name).toLowerCase()))
+          .map((e) => join(dir, e.name))
+          .sort()
+      }
       missingLogged = false
     } catch (err) {
       if (!missingLogged) logger.warn('Cannot read the manifest directory; no static pods', { dir, err: errorMessage(err) })
       missingLogged = true
-      names = []
+      paths = []
     }
     const seen = new Set<string>()
-    for (const name of names) {
-      const file = join(dir, name)
+    for (const file of paths) {
       let text: string
       try {
         // A manifest is small (the API server refuses objects over 1.5 MiB): a huge file is refused

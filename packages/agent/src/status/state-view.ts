@@ -2,7 +2,7 @@
  * The JSON answers of `/v1/state` and `/v1/pods/<uid>`: the manager's desired and actual state,
  * what runs and what backs off, and per pod volume the answer to "why is my pod stuck?".
  */
-import type { Clock, PodSource, UniqueVolumeName, VolumeManager } from '@kubevol/core'
+import type { Clock, Pod, PodSource, UniqueVolumeName, Volume, VolumeManager } from '@kubevol/core'
 import type { PodWorkerStatus } from '../pods/pod-workers.js'
 import type { OperationTracker } from './operation-tracker.js'
 
@@ -31,6 +31,37 @@ export interface BackoffView {
 }
 
 const iso = (ms: number): string => new Date(ms).toISOString()
+
+/**
+ * The pod volume types kubevol mounts (a claim's PV may be `csi`, `local` or `hostPath`). Any other
+ * type (`nfs`, `iscsi`, ...) is refused with "no volume plugin matched", as a kubelet without the
+ * plugin refuses it.
+ */
+export const SUPPORTED_VOLUME_TYPES: readonly string[] = ['configMap', 'csi', 'downwardAPI', 'emptyDir', 'ephemeral', 'hostPath', 'persistentVolumeClaim', 'projected', 'secret']
+
+/** The source key of a pod volume: `emptyDir`, `nfs`, ... (undefined when it has none). */
+export function volumeSourceOf(volume: Volume | undefined): string | undefined {
+  return volume ? Object.keys(volume).find((k) => k !== 'name') : undefined
+}
+
+/**
+ * A volume's type as `run`, `status` and `explain` all show it: the plugin's short name
+ * (`kubernetes.io/empty-dir` → `empty-dir`), `(Memory)` for a Memory emptyDir, and without a plugin
+ * the pod volume's source key (`nfs`).
+ */
+export function volumeTypeOf(pluginName: string | undefined, volume: Volume | undefined): string {
+  const base = pluginName ? pluginName.slice(pluginName.lastIndexOf('/') + 1) : (volumeSourceOf(volume) ?? 'unknown')
+  const medium = (volume as { emptyDir?: { medium?: string } } | undefined)?.emptyDir?.medium
+  return medium ? `${base} (${medium})` : base
+}
+
+/** The kubelet mounts only the volumes a container mounts (volumeMounts) or maps (volumeDevices). */
+export function isVolumeUsed(pod: Pod | undefined, name: string): boolean {
+  const containers = [...(pod?.spec?.initContainers ?? []), ...(pod?.spec?.containers ?? [])] as { volumeMounts?: { name: string }[]; volumeDevices?: { name: string }[] }[]
+  return containers.some((c) => c.volumeMounts?.some((m) => m.name === name) || c.volumeDevices?.some((d) => d.name === name))
+}
+
+const specVolume = (pod: Pod | undefined, name: string): Volume | undefined => pod?.spec?.volumes?.find((v) => v.name === name)
 
 /** Every (volume, pod) key the manager knows, and each volume alone. */
 function keysOf(manager: VolumeManager): [UniqueVolumeName, string][] {
@@ -88,6 +119,7 @@ export function stateView(s: StateViewSources): Record<string, unknown> {
       pod: `${v.pod.metadata.namespace ?? 'default'}/${v.pod.metadata.name ?? ''}`,
       outerVolumeSpecNames: v.outerVolumeSpecNames,
       pluginName: v.pluginName,
+      type: volumeTypeOf(v.pluginName, specVolume(v.pod, v.outerVolumeSpecNames[0] ?? '')),
       attachable: v.pluginIsAttachable,
       deviceMountable: v.pluginIsDeviceMountable,
       reportedInUse: v.reportedInUse,
@@ -99,6 +131,7 @@ export function stateView(s: StateViewSources): Record<string, unknown> {
         podUID: m.podUID,
         outerVolumeSpecName: m.outerVolumeSpecName,
         pluginName: m.pluginName,
+        type: volumeTypeOf(m.pluginName, specVolume(s.pods.getPodByUID(m.podUID), m.outerVolumeSpecName)),
         mountState: m.mountState,
         deviceMountPath: m.deviceMountPath,
         remountRequired: m.remountRequired,
@@ -142,7 +175,17 @@ export function podView(s: StateViewSources, uid: string): Record<string, unknow
     const vtm = desired.find((v) => v.outerVolumeSpecNames.includes(outer))
     const mv = mounted.find((m) => m.outerVolumeSpecName === outer || (vtm !== undefined && m.volumeName === vtm.volumeName))
     const volumeName = vtm?.volumeName ?? mv?.volumeName
-    if (volumeName === undefined) return { name: outer, phase: pod?.spec?.volumes?.some((v) => v.name === outer) ? 'not-desired' : 'unknown' }
+    if (volumeName === undefined) {
+      const spec = specVolume(pod, outer)
+      const type = volumeTypeOf(undefined, spec)
+      // As the kubelet: a volume no container mounts is not mounted, and nothing waits for it.
+      if (spec && !isVolumeUsed(pod, outer)) return { name: outer, type, phase: 'unused', desired: false, reason: 'no container mounts it' }
+      const source = volumeSourceOf(spec)
+      if (source !== undefined && !SUPPORTED_VOLUME_TYPES.includes(source)) {
+        return { name: outer, type, phase: 'unsupported', desired: false, reason: `volume type ${source} is not supported; supported: ${SUPPORTED_VOLUME_TYPES.join(', ')}` }
+      }
+      return { name: outer, type, phase: spec ? 'not-desired' : 'unknown', desired: false }
+    }
     const op = running.find((o) => o.volumeName === volumeName && (o.podName === uid || o.podName === ''))
     const failure = manager.executor.lastFailure(volumeName, uid)
     const backingOff = failure !== undefined && failure.retryAt > now
@@ -160,6 +203,7 @@ export function podView(s: StateViewSources, uid: string): Record<string, unknow
       name: outer,
       volumeName,
       pluginName: vtm?.pluginName ?? mv?.pluginName,
+      type: volumeTypeOf(vtm?.pluginName ?? mv?.pluginName, specVolume(pod, outer)),
       phase,
       desired: vtm !== undefined,
       mountState: mv?.mountState ?? 'not-mounted',
