@@ -6,8 +6,8 @@ import { mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { AGENT_OPTIONS, AgentMetrics } from '@kubevol/agent'
-import { renderReference } from '@kubevol/cli'
+import { AgentMetrics } from '@kubevol/agent'
+import { renderConfigurationReference, renderReference } from '@kubevol/cli'
 import ts from 'typescript'
 
 const DOCS = fileURLToPath(new URL('..', import.meta.url))
@@ -108,19 +108,8 @@ write(
   apiPage('API: @kubevol/adapter-mock', 'The in-memory host: file tree, mount table, devices, fault injection and invariant checks.', join(MOCK, 'dist', 'index.d.ts')),
 )
 
-// ---- configuration, from the agent's option table ----
-write(
-  'configuration.md',
-  [
-    '# Configuration',
-    '',
-    'Every option of the node agent (`kubevol run`), from the agent\'s option table. Each can be given as a flag, as an environment variable or as a key of the configuration file (`--config FILE`, YAML or JSON); a flag wins over the environment, which wins over the file.',
-    '',
-    '| key | flag | environment | default | allowed | meaning |',
-    '| --- | --- | --- | --- | --- | --- |',
-    ...AGENT_OPTIONS.map((o) => `| ${code(o.key)} | ${code(o.flag)} | ${code(o.env)} | ${cell(o.defaultText)} | ${cell(o.allowed)} | ${cell(o.description)} |`),
-  ].join('\n'),
-)
+// ---- configuration, from the agent's option table (rendered by the CLI, whose `run` flags are the same table) ----
+write('configuration.md', text(renderConfigurationReference()).replace(/&#96;/g, '`'))
 
 // ---- metrics and events ----
 function sources(dir) {

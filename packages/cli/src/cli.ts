@@ -5,7 +5,7 @@
 import { AgentConfigError } from '@kubevol/agent'
 import { CLI_VERSION } from './version.js'
 import { COMMAND_HANDLERS, type CommandDependencies } from './commands/index.js'
-import { CliError, EXIT } from './errors.js'
+import { CliError, EXIT, UsageError } from './errors.js'
 import type { Io } from './output.js'
 import { parseCommandLine } from './parse.js'
 import { renderCommandHelp, renderMainHelp } from './reference.js'
@@ -23,6 +23,7 @@ export async function runCli(argv: readonly string[], io: Io, deps: CommandDepen
       return EXIT.ok
     }
     const { parsed } = result
+    for (const w of parsed.warnings) io.stderr.write(`${w}\n`)
     if (parsed.help) {
       io.stdout.write(renderCommandHelp(parsed.command))
       return EXIT.ok
@@ -31,9 +32,10 @@ export async function runCli(argv: readonly string[], io: Io, deps: CommandDepen
     if (!handler) throw new CliError(`command ${parsed.command.name} is not implemented yet`)
     return await handler(parsed, io, deps)
   } catch (err) {
+    // As kubectl: `error: ...`, and after bad usage the help to read.
     const { code, message } = describeError(err)
-    io.stderr.write(`kubevol: ${message}\n`)
-    if (code === EXIT.usage && !(err instanceof AgentConfigError)) io.stderr.write('Run `kubevol --help` or `kubevol COMMAND --help` for usage.\n')
+    io.stderr.write(`error: ${message}\n`)
+    if (err instanceof UsageError) io.stderr.write(`See 'kubevol ${err.command ? `${err.command} ` : ''}--help' for usage.\n`)
     return code
   }
 }
@@ -44,7 +46,7 @@ export function describeError(err: unknown): { code: number; message: string } {
   if (err instanceof AgentConfigError) return { code: EXIT.usage, message: err.message }
   if (err instanceof Error) {
     const code = (err as { code?: unknown }).code
-    if (code === 'EADDRINUSE') return { code: EXIT.failed, message: `${err.message} (another agent is running? pick a port with --listen)` }
+    if (code === 'EADDRINUSE') return { code: EXIT.failed, message: `${err.message} (another agent is running? pick another --port, or --port 0 for any free one)` }
     if (code === 'EACCES' || code === 'EPERM') return { code: EXIT.failed, message: `${err.message} (this needs root: run with sudo)` }
     return { code: EXIT.failed, message: err.message }
   }

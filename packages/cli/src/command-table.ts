@@ -4,12 +4,20 @@
  */
 import { AGENT_OPTIONS, type AgentOption } from '@kubevol/agent'
 
-/** How a flag's value is read. */
-export type FlagType = 'string' | 'integer' | 'number' | 'boolean'
+/** How a flag's value is read. A `duration` (`60s`, `500ms`, `2m`) is held in milliseconds. */
+export type FlagType = 'string' | 'integer' | 'number' | 'boolean' | 'duration'
+
+/** An older spelling of a flag, still read (help does not show it). */
+export interface FlagAlias {
+  /** `root` for `--root` */
+  readonly name: string
+  /** `ms`: a bare integer is milliseconds (the old `--*-ms` flags). */
+  readonly unit?: 'ms'
+}
 
 /** One flag of a command. */
 export interface FlagSpec {
-  /** `manifests` for `--manifests` */
+  /** `root-dir` for `--root-dir` */
   readonly name: string
   readonly type: FlagType
   readonly description: string
@@ -23,6 +31,8 @@ export interface FlagSpec {
   readonly choices?: readonly string[]
   /** The agent option this flag sets (`run` only). */
   readonly agentKey?: AgentOption['key']
+  /** Deprecated spellings, still read. */
+  readonly aliases?: readonly FlagAlias[]
 }
 
 /** One positional argument. */
@@ -44,6 +54,8 @@ export interface CommandSpec {
   readonly examples: readonly string[]
   /** Exit codes beyond the common ones. */
   readonly exitCodes: readonly { readonly code: number; readonly meaning: string }[]
+  /** Values the first argument takes, for shell completion (`completion bash`). */
+  readonly argChoices?: readonly string[]
 }
 
 const OUTPUT: FlagSpec = {
@@ -56,6 +68,7 @@ const OUTPUT: FlagSpec = {
   defaultValue: 'table',
   defaultText: 'table',
 }
+const NO_HEADERS: FlagSpec = { name: 'no-headers', type: 'boolean', description: 'Print tables without their header row.' }
 const SERVER: FlagSpec = {
   name: 'server',
   type: 'string',
@@ -65,37 +78,34 @@ const SERVER: FlagSpec = {
   defaultText: 'http://127.0.0.1:10280',
 }
 const TOKEN: FlagSpec = { name: 'token-file', type: 'string', value: 'FILE', description: 'A file holding the bearer token the agent requires.' }
-const HOST: FlagSpec = {
-  name: 'host',
-  type: 'string',
-  value: 'KIND',
-  description: 'The host: in memory (touches nothing) or the real Linux host (root).',
-  choices: ['mock', 'linux'],
-  defaultValue: 'mock',
-  defaultText: 'mock',
-  agentKey: 'host',
-}
-const ROOT: FlagSpec = {
-  name: 'root',
-  type: 'string',
-  value: 'DIR',
-  description: 'The kubevol root directory.',
-  defaultValue: '/var/lib/kubevol',
-  defaultText: '/var/lib/kubevol',
-  agentKey: 'rootDir',
-}
-const MANIFESTS: FlagSpec = { name: 'manifests', type: 'string', value: 'DIR', description: 'A directory of Pod, PVC, PV, ConfigMap, Secret and CSIDriver manifests (static mode).', agentKey: 'manifestDir' }
-const NODE: FlagSpec = { name: 'node-name', type: 'string', value: 'NAME', description: "This node's name.", defaultText: 'the host name', agentKey: 'nodeName' }
 
-/** The agent options `run` takes under the agent's own flag names, besides its friendlier aliases. */
-const AGENT_FLAGS: FlagSpec[] = AGENT_OPTIONS.filter((o) => !['host', 'rootDir', 'manifestDir', 'nodeName'].includes(o.key)).map((o) => ({
-  name: o.flag.slice(2),
-  type: o.kind === 'boolean' ? 'boolean' : 'string',
-  value: o.kind === 'boolean' ? undefined : o.kind === 'integer' ? 'N' : 'VALUE',
-  description: `${o.description} Allowed: ${o.allowed}.`,
-  defaultText: o.defaultText,
-  agentKey: o.key,
-}))
+const FLAG_TYPE: Readonly<Record<AgentOption['kind'], FlagType>> = { string: 'string', enum: 'string', integer: 'integer', boolean: 'boolean', duration: 'duration' }
+
+/** The flag of an agent option: the option table's name, placeholder, aliases, meaning and default. */
+function agentFlag(key: AgentOption['key'], overrides: Partial<FlagSpec> = {}): FlagSpec {
+  const o = AGENT_OPTIONS.find((x) => x.key === key)
+  if (!o) throw new Error(`no agent option ${key}`)
+  return {
+    name: o.flag.slice(2),
+    type: FLAG_TYPE[o.kind],
+    ...(o.short ? { short: o.short } : {}),
+    ...(o.value ? { value: o.value } : {}),
+    description: o.kind === 'boolean' || o.kind === 'duration' ? o.description : `${o.description} Allowed: ${o.allowed}.`,
+    defaultText: o.defaultText,
+    agentKey: o.key,
+    aliases: o.aliases.map((a) => ({ name: a.flag.slice(2), ...(a.unit ? { unit: a.unit } : {}) })),
+    ...overrides,
+  }
+}
+
+// Flags of the commands that read the node without running the agent: the agent's names and defaults.
+const HOST = agentFlag('host', { choices: ['mock', 'linux'], defaultValue: 'mock', defaultText: 'mock', description: 'The host: in memory (touches nothing) or the real Linux host (root).' })
+const ROOT = agentFlag('rootDir', { defaultValue: '/var/lib/kubevol', description: 'The kubevol root directory.' })
+const MANIFESTS = agentFlag('manifestDir', { defaultText: undefined, description: 'A directory of Pod, PVC, PV, ConfigMap, Secret and CSIDriver manifests, or one such file.' })
+const NODE = agentFlag('nodeName', { description: "This node's name." })
+
+/** `run`: every agent option under the option table's flag (the kubelet's name where it has one). */
+const RUN_AGENT_FLAGS: FlagSpec[] = AGENT_OPTIONS.map((o) => (o.key === 'host' ? { ...agentFlag('host'), choices: ['mock', 'linux'] } : agentFlag(o.key)))
 
 const COMMON_EXITS = [
   { code: 0, meaning: 'success' },
@@ -109,40 +119,43 @@ const TABLE: CommandSpec[] = [
     name: 'run',
     summary: 'Run the volume manager on this node (the agent).',
     description:
-      'Runs the kubevol agent: pods from a manifest directory (--manifests) or the Kubernetes API (--kubeconfig with --node-name). ' +
+      'Runs the kubevol agent: pods from manifests (--pod-manifest-path, a directory or one file) or the Kubernetes API (--kubeconfig with --node-name). ' +
       'The default host is the in-memory mock, so a first run never touches the machine; pass --host linux as root to mount for real. ' +
-      'With --once it reconciles until every pod\'s volumes are mounted or --timeout passes, prints a summary and exits, leaving mounts in place.',
+      "With --once it reconciles until the node's actual state equals the desired state (every pod's volumes mounted, everything no pod needs unmounted and detached) or --timeout passes, prints a summary and exits, leaving mounts in place. " +
+      'Flags are the kubelet\'s where the kubelet has the option; durations are written 10s, 500ms, 2m.',
     args: [],
     flags: [
-      MANIFESTS,
-      { name: 'kubeconfig', type: 'string', value: 'FILE', description: 'A kubeconfig: pods come from the Kubernetes API (API mode).', agentKey: 'kubeconfig' },
-      NODE,
-      HOST,
-      ROOT,
-      { name: 'listen', type: 'string', value: 'ADDR', description: 'Where the status endpoints listen: HOST:PORT, :PORT or PORT.', defaultText: '127.0.0.1:10280 (with --once: 127.0.0.1, any free port)' },
       { name: 'once', type: 'boolean', description: 'Reconcile until converged or --timeout, print the summary and exit (0: converged).' },
-      { name: 'timeout', type: 'string', value: 'DURATION', description: 'With --once: how long to wait for convergence (60s, 500ms, 2m).', defaultValue: '60s', defaultText: '60s' },
+      { name: 'timeout', type: 'duration', value: 'DURATION', description: 'With --once: how long to wait for convergence.', defaultValue: 60_000, defaultText: '60s' },
       OUTPUT,
-      ...AGENT_FLAGS,
+      NO_HEADERS,
+      ...RUN_AGENT_FLAGS,
     ],
-    examples: ['kubevol run --once --manifests examples/manifests', 'kubevol run --manifests /etc/kubevol/manifests --host linux --root /var/lib/kubevol', 'kubevol run --kubeconfig ~/.kube/config --node-name n1 --host linux'],
-    exitCodes: [{ code: 1, meaning: 'with --once: not converged by the deadline (the reasons are listed)' }],
+    examples: [
+      'kubevol run --once --pod-manifest-path examples/manifests',
+      'kubevol run --pod-manifest-path /etc/kubevol/manifests --host linux --root-dir /var/lib/kubevol -v 4',
+      'kubevol run --kubeconfig ~/.kube/config --node-name n1 --host linux --node-status-update-frequency 10s',
+    ],
+    exitCodes: [
+      { code: 1, meaning: 'with --once: not converged by the deadline, or a volume type is not supported (the reasons are listed)' },
+      { code: 2, meaning: 'bad usage, an invalid configuration, or a --pod-manifest-path that does not exist' },
+    ],
   },
   {
     name: 'status',
     summary: 'Show what a running agent holds: pods, volumes, phases.',
     description: "Reads a running agent's /v1/state and prints its pods and volumes.",
     args: [],
-    flags: [SERVER, TOKEN, OUTPUT],
-    examples: ['kubevol status', 'kubevol status -o yaml --server http://10.0.0.5:10280'],
+    flags: [SERVER, TOKEN, OUTPUT, NO_HEADERS, { name: 'watch', short: 'w', type: 'boolean', description: 'After printing, watch: print again on every change (checked every 2 s) until interrupted.' }],
+    examples: ['kubevol status', 'kubevol status --watch', 'kubevol status -o yaml --server http://10.0.0.5:10280'],
     exitCodes: [{ code: 3, meaning: 'the agent cannot be reached' }],
   },
   {
     name: 'explain',
-    summary: "Explain one pod's volumes: phase, last error, attempts, next retry.",
-    description: "Reads a running agent's /v1/pods/<uid>. POD is a UID, a name, or namespace/name.",
+    summary: "Explain one pod's volumes: phase, last error, attempts, next retry, events.",
+    description: "Reads a running agent's /v1/pods/<uid> and the pod's events from /v1/events, as kubectl describe shows them. POD is a UID, a name, or namespace/name.",
     args: [{ name: 'POD', description: 'the pod: UID, name or namespace/name', required: true }],
-    flags: [SERVER, TOKEN, OUTPUT],
+    flags: [SERVER, TOKEN, OUTPUT, NO_HEADERS],
     examples: ['kubevol explain web', 'kubevol explain default/web -o json'],
     exitCodes: [
       { code: 1, meaning: 'the pod is not known to the agent' },
@@ -153,12 +166,12 @@ const TABLE: CommandSpec[] = [
     name: 'plan',
     summary: 'Print the operations a run would perform, touching nothing.',
     description:
-      'Reconstructs what is on the machine under --root (pod volume directories and the mount table), reads the desired state from --manifests, ' +
+      'Reconstructs what is on the machine under --root-dir (pod volume directories and the mount table), reads the desired state from --pod-manifest-path, ' +
       'and lists the operations the first reconcile pass would start. Every call that would change the host is refused, so nothing is touched. ' +
       'Operations that follow a successful one (mount after attach) are not listed.',
     args: [],
-    flags: [{ ...MANIFESTS, description: `${MANIFESTS.description} Required.` }, ROOT, HOST, NODE, OUTPUT],
-    examples: ['kubevol plan --manifests examples/manifests', 'sudo kubevol plan --manifests /etc/kubevol/manifests --host linux'],
+    flags: [{ ...MANIFESTS, description: `${MANIFESTS.description} Required.` }, ROOT, HOST, NODE, OUTPUT, NO_HEADERS],
+    examples: ['kubevol plan --pod-manifest-path examples/manifests', 'sudo kubevol plan --pod-manifest-path /etc/kubevol/manifests --host linux'],
     exitCodes: [],
   },
   {
@@ -166,16 +179,16 @@ const TABLE: CommandSpec[] = [
     summary: 'Show what is on disk, mounted and journaled under the root.',
     description: 'Lists pod volume directories (and whether each is a mount point), mounts under the root, and the journal, as kubevol sees them after a restart. Read only.',
     args: [],
-    flags: [ROOT, HOST, OUTPUT],
-    examples: ['sudo kubevol reconstruct --host linux --root /var/lib/kubevol'],
+    flags: [ROOT, HOST, OUTPUT, NO_HEADERS],
+    examples: ['sudo kubevol reconstruct --host linux --root-dir /var/lib/kubevol'],
     exitCodes: [],
   },
   {
     name: 'gc',
     summary: 'Remove orphaned pod directories safely, reporting what was refused and why.',
     description:
-      'Removes pods/<uid> directories of pods that are not in --manifests (if given) and have nothing mounted, never deleting through a mount point. ' +
-      'It refuses to run while an agent holds the root (the lock <root>/kubevol.lock): stop the agent first. ' +
+      'Removes pods/<uid> directories of pods that are not in --pod-manifest-path (if given) and have nothing mounted, never deleting through a mount point. ' +
+      'It refuses to run while an agent holds the root (the lock <root-dir>/kubevol.lock): stop the agent first. ' +
       'A pod whose volumes the journal records as set up is kept unless --force. ' +
       '--dry-run only reports.',
     args: [],
@@ -186,6 +199,7 @@ const TABLE: CommandSpec[] = [
       { name: 'dry-run', type: 'boolean', description: 'Report only; remove nothing.' },
       { name: 'force', type: 'boolean', description: 'Also remove pods the journal records as set up (nothing mounted is ever removed).' },
       OUTPUT,
+      NO_HEADERS,
     ],
     examples: ['sudo kubevol gc --host linux --dry-run', 'sudo kubevol gc --host linux'],
     exitCodes: [{ code: 1, meaning: 'an agent holds the root, or some orphans were refused (listed with the reason)' }],
@@ -195,7 +209,7 @@ const TABLE: CommandSpec[] = [
     summary: 'Check that this node can run kubevol for real.',
     description: 'Checks root, the kernel, the mount namespace, mount propagation of the root directory, loop devices, filesystem tools, the FFI library and the CSI sockets directory; each failed check has a fix hint.',
     args: [],
-    flags: [ROOT, { name: 'csi-dir', type: 'string', value: 'DIR', description: 'Where CSI drivers put their sockets.', defaultText: '<root>/plugins' }, OUTPUT],
+    flags: [ROOT, { name: 'csi-dir', type: 'string', value: 'DIR', description: 'Where CSI drivers put their sockets.', defaultText: '<root-dir>/plugins' }, OUTPUT, NO_HEADERS],
     examples: ['sudo kubevol doctor'],
     exitCodes: [{ code: 1, meaning: 'a check failed' }],
   },
@@ -212,12 +226,32 @@ const TABLE: CommandSpec[] = [
       { name: 'volumes-per-pod', type: 'integer', value: 'M', description: 'Volumes per pod.', defaultValue: 3, defaultText: '3' },
       { name: 'fault-rate', type: 'number', value: 'R', description: 'Share of host calls on pod volumes that fail (0 to 1); a call fails at most 3 times in a row.', defaultValue: 0, defaultText: '0' },
       { name: 'seed', type: 'integer', value: 'S', description: 'Seed of the fault decisions.', defaultValue: 1, defaultText: '1' },
-      { name: 'timeout', type: 'string', value: 'DURATION', description: 'Give up after this long.', defaultValue: '120s', defaultText: '120s' },
+      { name: 'timeout', type: 'duration', value: 'DURATION', description: 'Give up after this long.', defaultValue: 120_000, defaultText: '2m' },
       { name: 'progress', type: 'boolean', description: 'Show a progress bar on stderr.', defaultText: 'on a terminal' },
       OUTPUT,
+      NO_HEADERS,
     ],
     examples: ['kubevol simulate --pods 1000 --volumes-per-pod 4 --fault-rate 0.05 --seed 42'],
     exitCodes: [{ code: 1, meaning: 'not converged before --timeout' }],
+  },
+  {
+    name: 'completion',
+    summary: 'Print a shell completion script (bash or zsh).',
+    description: "Prints a completion script for the shell, generated from this command table. Load it with `source <(kubevol completion bash)` (bash) or `source <(kubevol completion zsh)` (zsh), or put it in the shell's completion directory.",
+    args: [{ name: 'SHELL', description: 'bash or zsh', required: true }],
+    argChoices: ['bash', 'zsh'],
+    flags: [],
+    examples: ['source <(kubevol completion bash)', 'kubevol completion zsh > ~/.zsh/completions/_kubevol'],
+    exitCodes: [],
+  },
+  {
+    name: 'version',
+    summary: 'Print the version of kubevol.',
+    description: 'Prints the version of the kubevol command (also `kubevol --version`).',
+    args: [],
+    flags: [],
+    examples: ['kubevol version'],
+    exitCodes: [],
   },
 ]
 

@@ -24,11 +24,14 @@ export class CliError extends Error {
   }
 }
 
-/** Bad usage: exit 2 with a hint to `--help`. */
+/** Bad usage: exit 2 with a hint to `--help` (the command's, when `command` is given). */
 export class UsageError extends CliError {
-  constructor(message: string) {
+  /** The command whose `--help` the hint names. */
+  readonly command: string | undefined
+  constructor(message: string, command?: string) {
     super(message, EXIT.usage)
     this.name = 'UsageError'
+    this.command = command
   }
 }
 

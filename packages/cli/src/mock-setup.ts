@@ -3,7 +3,7 @@
  * what a real node would already have exists in memory: the disk image of every fileDisk PV (a sparse
  * file of the PV's capacity) and the directory of every local PV.
  */
-import { readFileSync, readdirSync } from 'node:fs'
+import { readFileSync, readdirSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { type MemoryHost, createMemoryHost } from '@kubevol/adapter-mock'
 import { type ManifestObject, parseManifests } from '@kubevol/agent'
@@ -11,16 +11,20 @@ import { FILE_DISK_DRIVER, parseQuantity } from '@kubevol/core'
 
 const MANIFEST_FILE = /\.(ya?ml|json)$/
 
-/** Every object of the manifest files in `dir` (errors are the agent's to report). */
+/** Every object of the manifest files in `dir`, or of the file `dir` (errors are the agent's to report). */
 export function readManifestObjects(dir: string): ManifestObject[] {
-  let names: string[]
+  let files: string[]
   try {
-    names = readdirSync(dir).filter((n) => MANIFEST_FILE.test(n) && !n.startsWith('.')).sort()
+    files = statSync(dir).isFile()
+      ? [dir]
+      : readdirSync(dir)
+          .filter((n) => MANIFEST_FILE.test(n) && !n.startsWith('.'))
+          .sort()
+          .map((n) => join(dir, n))
   } catch {
     return []
   }
-  return names.flatMap((name) => {
-    const file = join(dir, name)
+  return files.flatMap((file) => {
     try {
       return parseManifests(readFileSync(file, 'utf8'), file).objects
     } catch {

@@ -17,10 +17,30 @@ export interface Io {
 
 export type OutputFormat = 'table' | 'wide' | 'json' | 'yaml'
 
+/** How a table is printed. */
+export interface TableOptions {
+  /** Leave out the header row (`--no-headers`). @default false */
+  readonly noHeaders?: boolean
+}
+
+/** The table options a command line asks for. */
+export function tableOptions(p: { readonly flags: Readonly<Record<string, unknown>> }): TableOptions {
+  return { noHeaders: p.flags['no-headers'] === true }
+}
+
+/** The widest error a table shows; `-o wide`, JSON, YAML and `explain` show it whole. */
+export const ERROR_WIDTH = 60
+
+/** `text` cut to `width` characters with an ellipsis, on one line. */
+export function truncate(text: string, width: number = ERROR_WIDTH): string {
+  const line = text.replace(/\s*\n\s*/g, ' ')
+  return line.length <= width ? line : `${line.slice(0, width - 1)}…`
+}
+
 /** A borderless table, like kubectl's. */
-export function renderTable(head: readonly string[], rows: readonly (readonly unknown[])[]): string {
+export function renderTable(head: readonly string[], rows: readonly (readonly unknown[])[], options: TableOptions = {}): string {
   const table = new Table({
-    head: head.map((h) => h.toUpperCase()),
+    head: options.noHeaders ? [] : head.map((h) => h.toUpperCase()),
     chars: {
       top: '', 'top-mid': '', 'top-left': '', 'top-right': '',
       bottom: '', 'bottom-mid': '', 'bottom-left': '', 'bottom-right': '',

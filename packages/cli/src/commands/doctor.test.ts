@@ -33,7 +33,7 @@ describe('kubevol doctor', () => {
     expect(failed.map((c) => c.name)).toEqual(['root', 'kernel', 'ffi', 'loop-devices', 'filesystem-tools'])
     expect(failed.every((c) => c.fix)).toBe(true)
     expect(checks.find((c) => c.name === 'csi-sockets')).toMatchObject({ status: 'warn', fix: expect.stringContaining('mkdir -p') })
-    expect(r.stderr).toBe('kubevol: 5 checks failed: root, kernel, ffi, loop-devices, filesystem-tools\n')
+    expect(r.stderr).toBe('error: 5 checks failed: root, kernel, ffi, loop-devices, filesystem-tools\n')
   })
 
   it.skipIf(process.platform !== 'linux')('runs for real without changing anything', async () => {

@@ -7,7 +7,7 @@ import { release } from 'node:os'
 import { delimiter, join } from 'node:path'
 import { EXIT } from '../errors.js'
 import { type LinuxAdapter, loadLinuxAdapter } from '../host-loader.js'
-import { type Io, type OutputFormat, renderData, renderTable } from '../output.js'
+import { type Io, type OutputFormat, renderData, renderTable, tableOptions } from '../output.js'
 import type { ParsedCommand } from '../parse.js'
 
 /** One check's outcome. `warn` does not fail the command. */
@@ -122,7 +122,7 @@ export async function runDoctorChecks(options: { root: string; csiDir: string },
 
 /** `kubevol doctor`. */
 export async function doctorCommand(p: ParsedCommand, io: Io, deps: { doctorEnvironment?: DoctorEnvironment }): Promise<number> {
-  const checks = await runDoctorChecks({ root: String(p.flags.root), csiDir: String(p.flags['csi-dir'] ?? `${String(p.flags.root).replace(/\/+$/, '')}/plugins`) }, deps.doctorEnvironment ?? defaultEnvironment(io))
+  const checks = await runDoctorChecks({ root: String(p.flags['root-dir']), csiDir: String(p.flags['csi-dir'] ?? `${String(p.flags['root-dir']).replace(/\/+$/, '')}/plugins`) }, deps.doctorEnvironment ?? defaultEnvironment(io))
   const format = p.flags.output as OutputFormat
   if (format === 'json' || format === 'yaml') io.stdout.write(renderData(format, checks))
   else {
@@ -131,11 +131,11 @@ export async function doctorCommand(p: ParsedCommand, io: Io, deps: { doctorEnvi
       if (!io.isTTY) return text
       return s === 'ok' ? `\x1b[32m${text}\x1b[0m` : s === 'warn' ? `\x1b[33m${text}\x1b[0m` : `\x1b[31m${text}\x1b[0m`
     }
-    io.stdout.write(renderTable(['check', 'status', 'found', 'fix'], checks.map((c) => [c.name, mark(c.status), c.message, c.fix && c.status !== 'ok' ? c.fix : ''])))
+    io.stdout.write(renderTable(['check', 'status', 'found', 'fix'], checks.map((c) => [c.name, mark(c.status), c.message, c.fix && c.status !== 'ok' ? c.fix : '']), tableOptions(p)))
   }
   const failed = checks.filter((c) => c.status === 'fail')
   if (failed.length > 0) {
-    io.stderr.write(`kubevol: ${failed.length} checks failed: ${failed.map((c) => c.name).join(', ')}\n`)
+    io.stderr.write(`error: ${failed.length} checks failed: ${failed.map((c) => c.name).join(', ')}\n`)
     return EXIT.failed
   }
   return EXIT.ok

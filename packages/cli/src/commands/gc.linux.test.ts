@@ -64,7 +64,7 @@ describe.skipIf(reason !== undefined && process.env.CI !== 'true')('kubevol gc a
     writeFileSync(join(cache, 'data'), 'live bytes')
     // The pod leaves the manifests but gc is run now, as if the agent had not seen it yet: only the lock protects it.
     const host: Host = (await loadLinuxAdapter()).createLinuxHost()
-    const gc = (...flags: string[]) => cli(['gc', '--root', rootDir, ...flags], { host })
+    const gc = (...flags: string[]) => cli(['gc', '--root-dir', rootDir, ...flags], { host })
 
     for (const flags of [[], ['--force'], ['--dry-run']]) {
       const refused = await gc(...flags)

@@ -21,7 +21,7 @@ import {
 } from '@kubevol/core'
 import { CommandFailed, EXIT } from '../errors.js'
 import { hostFor } from '../host-loader.js'
-import { type Io, type OutputFormat, renderData, renderTable } from '../output.js'
+import { type Io, type OutputFormat, renderData, renderTable, tableOptions } from '../output.js'
 import type { ParsedCommand } from '../parse.js'
 import { createReadOnlyHost } from '../read-only-host.js'
 
@@ -99,8 +99,8 @@ export async function collectGarbage(options: { host: Host; rootDir: string; man
 export async function gcCommand(p: ParsedCommand, io: Io, deps: { host?: Host }): Promise<number> {
   const host = await hostFor(p.flags.host, deps.host)
   const dryRun = p.flags['dry-run'] === true
-  const rootDir = String(p.flags.root)
-  const dir = p.flags.manifests === undefined ? undefined : String(p.flags.manifests)
+  const rootDir = String(p.flags['root-dir'])
+  const dir = p.flags['pod-manifest-path'] === undefined ? undefined : String(p.flags['pod-manifest-path'])
   // The agent's lock: while an agent manages the root, its pods are not orphans, whatever gc sees.
   const lock = await host.lockRoot?.(rootDir)
   if (lock && !lock.locked) throw new CommandFailed(`the root ${rootDir} is in use by kubevol${lock.holderPid ? ` (pid ${lock.holderPid})` : ''}; stop the agent first`)
@@ -119,7 +119,7 @@ export async function gcCommand(p: ParsedCommand, io: Io, deps: { host?: Host })
       ...result.wouldRemove.map((pod) => [pod, 'would remove', '']),
       ...report.refused.map((r) => [r.pod, 'refused', r.reason]),
     ]
-    io.stdout.write(rows.length === 0 ? 'no orphaned pod directories\n' : renderTable(['pod', 'action', 'reason'], rows))
+    io.stdout.write(rows.length === 0 ? 'no orphaned pod directories\n' : renderTable(['pod', 'action', 'reason'], rows, tableOptions(p)))
     if (dryRun && rows.length > 0) io.stdout.write('\ndry run: nothing was removed\n')
   }
   if (report.refused.length > 0) throw new CommandFailed(`${report.refused.length} orphaned pod directories were kept (see the reasons above)`)

@@ -4,7 +4,9 @@
 import type { Host } from '@kubevol/core'
 import type { Io } from '../output.js'
 import type { ParsedCommand } from '../parse.js'
-import { explainCommand, statusCommand } from './status.js'
+import { CLI_VERSION } from '../version.js'
+import { renderCompletion } from '../completion.js'
+import { type StatusDependencies, explainCommand, statusCommand } from './status.js'
 import { gcCommand } from './gc.js'
 import { type DoctorEnvironment, doctorCommand } from './doctor.js'
 import { planCommand } from './plan.js'
@@ -13,7 +15,7 @@ import { type RunDependencies, runCommand } from './run.js'
 import { simulateCommand } from './simulate.js'
 
 /** What tests and embedders can give the commands. */
-export interface CommandDependencies extends RunDependencies {
+export interface CommandDependencies extends RunDependencies, StatusDependencies {
   /** The host of plan, reconstruct and gc, instead of `--host`. */
   readonly host?: Host
   /** What doctor's checks read. */
@@ -31,4 +33,12 @@ export const COMMAND_HANDLERS: Readonly<Record<string, CommandHandler>> = {
   gc: gcCommand,
   doctor: doctorCommand,
   simulate: simulateCommand,
+  completion: async (p, io) => {
+    io.stdout.write(renderCompletion(p.args[0] as 'bash' | 'zsh'))
+    return 0
+  },
+  version: async (_p, io) => {
+    io.stdout.write(`${CLI_VERSION}\n`)
+    return 0
+  },
 }

@@ -72,13 +72,18 @@ describe('kubevol plan', () => {
     expect(ran.filter((op) => !planned.includes(op)).map((op) => op.split(' ')[0])).toEqual(['volume_mount'])
   })
 
-  it('prints a table and requires --manifests', async () => {
-    const r = await cli(['plan', '--manifests', EXAMPLES])
+  it('prints a table with a VOLUME column and requires --pod-manifest-path', async () => {
+    const r = await cli(['plan', '--pod-manifest-path', EXAMPLES])
     expect(r.code).toBe(0)
-    expect(r.stdout).toMatch(/^volume_attach\s+default\/db\s+kubevol\.io\/file-disk$/m)
+    expect(r.stdout).toMatch(/^OPERATION\s+POD\s+VOLUME\s+PLUGIN$/m)
+    // The pod's own name of the volume, as in the manifest (the unique name is in -o wide).
+    expect(r.stdout).toMatch(/^volume_attach\s+default\/db\s+data\s+kubevol\.io\/file-disk$/m)
+    expect(r.stdout).toMatch(/^volume_mount\s+default\/web\s+scratch\s+kubernetes\.io\/empty-dir$/m)
+    const wide = await cli(['plan', '--pod-manifest-path', EXAMPLES, '-o', 'wide'])
+    expect(wide.stdout).toMatch(/^volume_mount\s+default\/web\s+scratch\s+kubernetes\.io\/empty-dir\s+kubernetes\.io\/empty-dir\/\S+-scratch$/m)
     expect(r.stdout).toContain('Nothing was changed.')
     const missing = await cli(['plan'])
     expect(missing.code).toBe(2)
-    expect(missing.stderr).toContain('--manifests DIR is required')
+    expect(missing.stderr).toContain('--pod-manifest-path is required')
   })
 })

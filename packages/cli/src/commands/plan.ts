@@ -11,7 +11,7 @@ import { type Host, type OperationRecord, createBuiltinPlugins, createVolumeMana
 import { EXIT, UsageError } from '../errors.js'
 import { hostFor } from '../host-loader.js'
 import { createPreparedMemoryHost } from '../mock-setup.js'
-import { type Io, type OutputFormat, renderData, renderTable } from '../output.js'
+import { type Io, type OutputFormat, renderData, renderTable, tableOptions } from '../output.js'
 import type { ParsedCommand } from '../parse.js'
 import { createReadOnlyHost } from '../read-only-host.js'
 
@@ -19,6 +19,9 @@ import { createReadOnlyHost } from '../read-only-host.js'
 export interface PlannedOperation {
   readonly operation: string
   readonly pod: string
+  /** The pod's name for the volume (`data`); several when two pod volumes share one claim. */
+  readonly podVolume: string
+  /** The unique volume name (`kubernetes.io/empty-dir/<uid>-data`). */
   readonly volume: string
   readonly plugin: string
 }
@@ -70,9 +73,17 @@ export async function computePlan(options: { host: Host; manifestDir: string; ro
     source.stop()
   }
   const podNames = new Map(source.pods.getPods().map((p) => [p.metadata.uid ?? '', `${p.metadata.namespace ?? 'default'}/${p.metadata.name ?? ''}`]))
+  // The pod's own name of each volume: from the desired state (mounts), else the actual (unmounts).
+  const snap = manager.snapshot()
+  const podVolumeOf = (op: OperationRecord): string => {
+    const desired = snap.desired.filter((d) => d.volumeName === op.volumeName && (op.podName === '' || d.podName === op.podName))
+    if (desired.length > 0) return [...new Set(desired.flatMap((d) => d.outerVolumeSpecNames))].join(',')
+    return [...new Set(snap.mounted.filter((m) => m.volumeName === op.volumeName && (op.podName === '' || m.podName === op.podName)).map((m) => m.outerVolumeSpecName))].join(',')
+  }
   const operations = started.map((op) => ({
     operation: op.name,
     pod: op.podName ? (podNames.get(op.podName) ?? op.podName) : '',
+    podVolume: podVolumeOf(op),
     volume: op.volumeName,
     plugin: op.pluginName,
   }))
@@ -85,14 +96,14 @@ export async function computePlan(options: { host: Host; manifestDir: string; ro
 
 /** `kubevol plan`. */
 export async function planCommand(p: ParsedCommand, io: Io, deps: { host?: Host }): Promise<number> {
-  if (p.flags.manifests === undefined) throw new UsageError('plan: --manifests DIR is required')
-  const dir = String(p.flags.manifests)
+  if (p.flags['pod-manifest-path'] === undefined) throw new UsageError('plan: --pod-manifest-path is required', 'plan')
+  const dir = String(p.flags['pod-manifest-path'])
   const manifestDir = isAbsolute(dir) ? dir : resolve(io.cwd, dir)
   const host = deps.host ?? (p.flags.host === 'linux' ? await hostFor('linux', undefined) : await createPreparedMemoryHost(manifestDir))
   const plan = await computePlan({
     host,
     manifestDir,
-    rootDir: String(p.flags.root),
+    rootDir: String(p.flags['root-dir']),
     nodeName: String(p.flags['node-name'] ?? hostname().toLowerCase()),
   })
   const format = p.flags.output as OutputFormat
@@ -103,9 +114,11 @@ export async function planCommand(p: ParsedCommand, io: Io, deps: { host?: Host 
   if (plan.operations.length === 0) io.stdout.write('nothing to do: the machine matches the manifests\n')
   else {
     const wide = format === 'wide'
-    io.stdout.write(renderTable(wide ? ['operation', 'pod', 'plugin', 'volume'] : ['operation', 'pod', 'plugin'], plan.operations.map((o) => (wide ? [o.operation, o.pod, o.plugin, o.volume] : [o.operation, o.pod, o.plugin]))))
+    const head = wide ? ['operation', 'pod', 'volume', 'plugin', 'unique name'] : ['operation', 'pod', 'volume', 'plugin']
+    const rows = plan.operations.map((o) => (wide ? [o.operation, o.pod, o.podVolume, o.plugin, o.volume] : [o.operation, o.pod, o.podVolume, o.plugin]))
+    io.stdout.write(renderTable(head, rows, tableOptions(p)))
     io.stdout.write(`\n${plan.operations.length} operations; later steps (mount after attach) follow when these succeed. Nothing was changed.\n`)
   }
-  for (const e of plan.manifestErrors) io.stderr.write(`kubevol: manifest error: ${e}\n`)
+  for (const e of plan.manifestErrors) io.stderr.write(`error: invalid manifest ${e}\n`)
   return EXIT.ok
 }

@@ -6,7 +6,7 @@
 import { type Host, createPaths, decodeUtf8, isHostError, joinPath, parseJournal, replay, scanPodVolumes, silentLogger } from '@kubevol/core'
 import { EXIT } from '../errors.js'
 import { hostFor } from '../host-loader.js'
-import { type Io, type OutputFormat, renderData, renderTable } from '../output.js'
+import { type Io, type OutputFormat, renderData, renderTable, tableOptions } from '../output.js'
 import type { ParsedCommand } from '../parse.js'
 import { createReadOnlyHost } from '../read-only-host.js'
 
@@ -52,19 +52,19 @@ export async function readReconstruction(host: Host, rootDir: string): Promise<R
 /** `kubevol reconstruct`. */
 export async function reconstructCommand(p: ParsedCommand, io: Io, deps: { host?: Host }): Promise<number> {
   const host = await hostFor(p.flags.host, deps.host)
-  const r = await readReconstruction(host, String(p.flags.root))
+  const r = await readReconstruction(host, String(p.flags['root-dir']))
   const format = p.flags.output as OutputFormat
   if (format === 'json' || format === 'yaml') {
     io.stdout.write(renderData(format, r))
     return EXIT.ok
   }
   io.stdout.write(`root ${r.root}\n\nPod volumes on disk:\n`)
-  io.stdout.write(r.volumes.length === 0 ? '  none\n' : renderTable(['pod', 'plugin', 'volume', 'mode', 'mounted'], r.volumes.map((v) => [v.pod, v.plugin, v.volume, v.mode, v.mounted ? 'yes' : 'no'])))
+  io.stdout.write(r.volumes.length === 0 ? '  none\n' : renderTable(['pod', 'plugin', 'volume', 'mode', 'mounted'], r.volumes.map((v) => [v.pod, v.plugin, v.volume, v.mode, v.mounted ? 'yes' : 'no']), tableOptions(p)))
   io.stdout.write('\nMounts under the root:\n')
-  io.stdout.write(r.mounts.length === 0 ? '  none\n' : renderTable(['target', 'source', 'fstype'], r.mounts.map((m) => [m.target, m.source, m.fstype])))
+  io.stdout.write(r.mounts.length === 0 ? '  none\n' : renderTable(['target', 'source', 'fstype'], r.mounts.map((m) => [m.target, m.source, m.fstype]), tableOptions(p)))
   io.stdout.write(`\nJournal: ${r.journal.records} records${r.journal.dropped ? `, ${r.journal.dropped} torn or corrupt dropped` : ''}\n`)
   if (r.journal.volumes.length > 0) {
-    io.stdout.write(renderTable(['volume', 'attached', 'device', 'pods'], r.journal.volumes.map((v) => [v.volume, v.attached ?? '', v.device ?? '', v.pods.join(',')])))
+    io.stdout.write(renderTable(['volume', 'attached', 'device', 'pods'], r.journal.volumes.map((v) => [v.volume, v.attached ?? '', v.device ?? '', v.pods.join(',')]), tableOptions(p)))
   }
   io.stdout.write('\nA restart marks all of this uncertain; the first pass mounts again what pods want and tears down the rest.\n')
   return EXIT.ok

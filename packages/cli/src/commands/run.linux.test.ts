@@ -37,10 +37,10 @@ describe.skipIf(!ready && process.env.CI !== 'true')('kubevol on the Linux host 
     const root = at('root')
     const k = (args: string) => `${process.execPath} ${MAIN} ${args}; echo "exit=$?"`
     const script = [
-      k(`run --once --host linux --root ${root} --manifests ${m.dir} -o json`),
+      k(`run --once --host linux --root-dir ${root} --pod-manifest-path ${m.dir} -o json`),
       'findmnt -rn -o TARGET | grep -c kubevol-cli- || true',
-      k(`reconstruct --host linux --root ${root} -o json`),
-      k(`plan --host linux --root ${root} --manifests ${m.dir} -o json`),
+      k(`reconstruct --host linux --root-dir ${root} -o json`),
+      k(`plan --host linux --root-dir ${root} --pod-manifest-path ${m.dir} -o json`),
       'findmnt -rn -o TARGET | grep -c kubevol-cli- || true',
     ].join('\necho ---\n')
     const out = execFileSync('unshare', ['-m', '--propagation', 'private', 'sh', '-c', script], { encoding: 'utf8', timeout: 120_000 })

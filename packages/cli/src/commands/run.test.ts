@@ -1,12 +1,13 @@
 import { execFile } from 'node:child_process'
-import { existsSync } from 'node:fs'
+import { existsSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { createMemoryHost } from '@kubevol/adapter-mock'
 import { afterEach, describe, expect, it } from 'vitest'
 import { EXAMPLES, cli, manifestDir } from '../../test/helpers.js'
-import { parseListen } from './run.js'
+import { runCli } from '../cli.js'
+import { mockNotice } from './run.js'
 
 const MAIN = fileURLToPath(new URL('../../dist/main.js', import.meta.url))
 const dirs: { cleanup(): void }[] = []
@@ -28,7 +29,7 @@ const EXPECTED = [
 
 describe('kubevol run --once', () => {
   it.skipIf(!existsSync(MAIN))('as a process on examples/manifests: the summary table and exit 0, touching nothing real', async () => {
-    const { stdout, stderr } = await promisify(execFile)(process.execPath, [MAIN, 'run', '--once', '--manifests', EXAMPLES], { timeout: 30_000 })
+    const { stdout, stderr } = await promisify(execFile)(process.execPath, [MAIN, 'run', '--once', '--pod-manifest-path', EXAMPLES], { timeout: 30_000 })
     const rows = stdout.split('\n').filter((l) => l.startsWith('default/')).map((l) => l.split(/\s{2,}/))
     expect(rows.map((r) => r.slice(0, 3))).toEqual(EXPECTED)
     expect(rows.every((r) => r[3] === 'mounted')).toBe(true)
@@ -43,7 +44,7 @@ describe('kubevol run --once', () => {
     const host = createMemoryHost()
     host.allocateFile('/var/lib/kubevol-images/data.img', 64 << 20)
     await host.mkdir('/mnt/kubevol-local/vol1', { recursive: true })
-    const r = await cli(['run', '--once', '--manifests', EXAMPLES, '-o', 'json'], { host })
+    const r = await cli(['run', '--once', '--pod-manifest-path', EXAMPLES, '-o', 'json'], { host })
     expect(r.code).toBe(0)
     const report = JSON.parse(r.stdout) as { converged: boolean; volumes: { pod: string; volume: string; type: string; phase: string }[] }
     expect(report.converged).toBe(true)
@@ -59,11 +60,11 @@ describe('kubevol run --once', () => {
     const m = manifestDir()
     dirs.push(m)
     m.write('broken.yaml', 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: Broken_Name\nspec:\n  containers: [{ name: c }]\n')
-    const r = await cli(['run', '--once', '--manifests', m.dir, '--timeout', '10s'])
+    const r = await cli(['run', '--once', '--pod-manifest-path', m.dir, '--timeout', '10s'])
     expect(r.code).toBe(1)
     expect(r.stdout).toContain('not converged')
     expect(r.stdout).toContain(join(m.dir, 'broken.yaml'))
-    expect(r.stderr).toMatch(/^kubevol: not converged: .*broken\.yaml:\d+: /m)
+    expect(r.stderr).toMatch(/^error: not converged: .*broken\.yaml:\d+: /m)
     expect(r.stdout.split('\n').filter((l) => / mounted$/.test(l))).toHaveLength(9)
   })
 
@@ -71,7 +72,7 @@ describe('kubevol run --once', () => {
     const m = manifestDir(false)
     dirs.push(m)
     m.write('pod.yaml', 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: lonely\nspec:\n  containers: [{ name: c, volumeMounts: [{ name: cfg, mountPath: /c }] }]\n  volumes: [{ name: cfg, configMap: { name: missing } }]\n')
-    const r = await cli(['run', '--once', '--manifests', m.dir, '--timeout', '1500ms', '-o', 'wide'])
+    const r = await cli(['run', '--once', '--pod-manifest-path', m.dir, '--timeout', '1500ms', '-o', 'wide'])
     expect(r.code).toBe(1)
     expect(r.stderr).toMatch(/not converged: default\/lonely volume cfg is /)
   })
@@ -80,7 +81,7 @@ describe('kubevol run --once', () => {
     let stop: () => void = () => {}
     const stopSignal = new Promise<void>((resolve) => (stop = resolve))
     let url = ''
-    const running = cli(['run', '--manifests', EXAMPLES, '--listen', '127.0.0.1:0', '--log-format', 'json', '--verbosity', '0'], {
+    const running = cli(['run', '--pod-manifest-path', EXAMPLES, '--address', '127.0.0.1', '--port', '0', '--logging-format', 'json', '-v', '0'], {
       stopSignal,
       onStarted: (agent) => (url = agent.url),
     })
@@ -95,20 +96,108 @@ describe('kubevol run --once', () => {
 
   it.each([
     { argv: ['--mode=cluster'], message: 'mode: "cluster" (from --mode) is not allowed' },
-    { argv: ['--kubeconfig', '/k', '--manifests', '/m'], message: 'not both' },
-    { argv: ['--listen', 'here'], message: '--listen: "here" is not HOST:PORT' },
+    { argv: ['--kubeconfig', '/k', '--pod-manifest-path', '/m'], message: 'not both' },
+    { argv: ['--port', 'http'], message: 'invalid argument "http" for "--port" flag' },
   ])('exits 2 for $message', async ({ argv, message }) => {
     const r = await cli(['run', '--once', ...argv])
     expect(r.code).toBe(2)
     expect(r.stderr).toContain(message)
   })
+})
 
+describe('kubevol run --pod-manifest-path', () => {
   it.each([
-    ['127.0.0.1:8080', { address: '127.0.0.1', port: 8080 }],
-    [':9000', { port: 9000 }],
-    ['9000', { port: 9000 }],
-    ['[::1]:80', { address: '::1', port: 80 }],
-  ])('reads --listen %s', (text, expected) => {
-    expect(parseListen(text)).toEqual(expected)
+    { name: 'a missing path', path: '/nonexistent', message: 'error: --pod-manifest-path /nonexistent: no such file or directory' },
+    { name: 'a file that is no manifest', path: fileURLToPath(import.meta.url), message: 'not a directory or a manifest file (.yaml, .yml or .json)' },
+  ])('refuses $name in one line, exit 2, instead of converging on nothing', async ({ path, message }) => {
+    const r = await cli(['run', '--once', '--pod-manifest-path', path])
+    expect(r.code).toBe(2)
+    expect(r.stdout).toBe('')
+    expect(r.stderr.trimEnd().split('\n')).toEqual([expect.stringContaining(message)])
+  })
+
+  it('accepts one manifest file, as the kubelet does', async () => {
+    const m = manifestDir(false)
+    dirs.push(m)
+    // Only the file given is read, not the one beside it.
+    m.write('pod.yaml', 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: solo\nspec:\n  containers: [{ name: c, volumeMounts: [{ name: s, mountPath: /s }] }]\n  volumes: [{ name: s, emptyDir: {} }]\n')
+    m.write('other.yaml', 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: other\nspec:\n  containers: [{ name: c }]\n')
+    const r = await cli(['run', '--once', '--pod-manifest-path', join(m.dir, 'pod.yaml'), '-o', 'json', '--timeout', '20s'])
+    expect(r.code).toBe(0)
+    const report = JSON.parse(r.stdout) as { converged: boolean; volumes: { pod: string; volume: string; phase: string }[] }
+    expect(report.converged).toBe(true)
+    expect(report.volumes.map((v) => [v.pod, v.volume, v.phase])).toEqual([['default/solo', 's', 'mounted']])
+  })
+})
+
+describe('kubevol run --once converges: the actual state equals the desired state', () => {
+  it('tears down what a removed pod left (pod mounts, the global mount, the loop device) before saying converged', async () => {
+    const m = manifestDir()
+    dirs.push(m)
+    const host = createMemoryHost()
+    host.allocateFile('/var/lib/kubevol-images/data.img', 64 << 20)
+    await host.mkdir('/mnt/kubevol-local/vol1', { recursive: true })
+    expect((await cli(['run', '--once', '--pod-manifest-path', m.dir], { host })).code).toBe(0)
+    expect(await host.loopDevices?.find('/var/lib/kubevol-images/data.img')).toHaveLength(1)
+    const globalMounts = () => host.mountTargets().filter((t) => t.startsWith('/var/lib/kubevol/plugins/'))
+    expect(globalMounts()).not.toEqual([])
+    // The db pod (its fileDisk claim on a loop device, globally mounted) is removed; the detach is
+    // slow, as a real one can be, so that a report before it would be seen.
+    rmSync(join(m.dir, 'db.yaml'))
+    host.faults.delay(500, { method: 'loopDevices.detach' })
+    // What the host holds at the moment the report is written (stopping the agent afterwards may finish more).
+    let atReport: { mounts: string[]; loops: Promise<readonly unknown[]> } | undefined
+    let stdout = ''
+    const io = {
+      stdout: {
+        write: (t: string) => {
+          stdout += t
+          if (t.includes('converged') && !atReport) atReport = { mounts: globalMounts(), loops: host.loopDevices!.find('/var/lib/kubevol-images/data.img') }
+        },
+      },
+      stderr: { write: () => {} },
+      isTTY: false,
+      env: {},
+      cwd: process.cwd(),
+    }
+    const code = await runCli(['run', '--once', '--pod-manifest-path', m.dir, '--timeout', '20s'], io, { host })
+    expect(code).toBe(0)
+    expect(stdout).toContain('converged: 1 pods')
+    expect(atReport?.mounts).toEqual([])
+    expect(await atReport?.loops).toEqual([])
+  })
+
+  it('does not wait for a volume no container mounts, and labels it by its type', async () => {
+    const m = manifestDir(false)
+    dirs.push(m)
+    m.write('pod.yaml', 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  containers: [{ name: c, volumeMounts: [{ name: used, mountPath: /u }] }]\n  volumes: [{ name: used, emptyDir: {} }, { name: spare, configMap: { name: nowhere } }]\n')
+    const started = Date.now()
+    const r = await cli(['run', '--once', '--pod-manifest-path', m.dir, '--timeout', '30s', '-o', 'json'])
+    expect(r.code).toBe(0)
+    expect(Date.now() - started).toBeLessThan(10_000)
+    const report = JSON.parse(r.stdout) as { converged: boolean; volumes: { volume: string; type: string; phase: string }[] }
+    expect(report.converged).toBe(true)
+    expect(report.volumes.find((v) => v.volume === 'spare')).toMatchObject({ type: 'configMap', phase: 'unused' })
+    expect(report.volumes.find((v) => v.volume === 'used')).toMatchObject({ type: 'empty-dir', phase: 'mounted' })
+  })
+
+  it('says at once that a volume type is not supported, and which are', async () => {
+    const m = manifestDir(false)
+    dirs.push(m)
+    m.write('pod.yaml', 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  containers: [{ name: c, volumeMounts: [{ name: share, mountPath: /s }] }]\n  volumes: [{ name: share, nfs: { server: nfs.example, path: /export } }]\n')
+    const started = Date.now()
+    const r = await cli(['run', '--once', '--pod-manifest-path', m.dir, '--timeout', '60s'])
+    expect(r.code).toBe(1)
+    expect(Date.now() - started).toBeLessThan(10_000)
+    expect(r.stdout).toMatch(/^default\/p\s+share\s+nfs\s+unsupported$/m)
+    expect(r.stderr).toMatch(/^error: not converged: default\/p volume share: volume type nfs is not supported; supported: configMap, csi, downwardAPI, emptyDir, ephemeral, hostPath, persistentVolumeClaim, projected, secret$/m)
+  })
+})
+
+describe('the in-memory notice', () => {
+  it('suggests a command that works under sudo (which resets PATH): node and the script by path', () => {
+    const script = '/home/me/kubevol/packages/cli/bin/kubevol.js'
+    expect(mockNotice(script)).toContain(`sudo ${process.execPath} ${script} run --host linux --root-dir /var/lib/kubevol`)
+    expect(mockNotice(undefined)).toContain('sudo kubevol run --host linux')
   })
 })

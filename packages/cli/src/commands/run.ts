@@ -1,15 +1,17 @@
 /**
- * `kubevol run`: the agent, configured by the agent's own loader (file, environment, flags), with
- * friendlier aliases (--manifests, --root, --listen). `--once` reconciles until every pod's volumes are
- * mounted or the deadline passes, prints a summary and exits, leaving mounts in place.
+ * `kubevol run`: the agent, configured by the agent's own loader (file, environment, flags) under the
+ * option table's flags. `--once` reconciles until the actual state equals the desired state (every
+ * wanted volume mounted, everything else unmounted and detached) or the deadline passes, prints a
+ * summary and exits, leaving the wanted mounts in place.
  */
+import { stat } from 'node:fs/promises'
 import { isAbsolute, resolve } from 'node:path'
 import { AGENT_OPTIONS, type Agent, type AgentDependencies, type ManifestError, loadAgentConfig, startAgent } from '@kubevol/agent'
-import type { Host } from '@kubevol/core'
-import { CommandFailed, UsageError } from '../errors.js'
+import { type Host, errorMessage } from '@kubevol/core'
+import { CliError, CommandFailed, EXIT, UsageError } from '../errors.js'
 import { createPreparedMemoryHost } from '../mock-setup.js'
-import { type Io, type OutputFormat, renderData, renderTable } from '../output.js'
-import { type ParsedCommand, parseDuration } from '../parse.js'
+import { type Io, type OutputFormat, type TableOptions, renderData, renderTable, tableOptions } from '../output.js'
+import type { ParsedCommand } from '../parse.js'
 
 /** What tests and embedders can give `run` instead of what flags name. */
 export interface RunDependencies {
@@ -19,6 +21,8 @@ export interface RunDependencies {
   readonly onStarted?: (agent: Agent) => void
   /** Resolves to stop a long-running `run` (default: SIGINT or SIGTERM). */
   readonly stopSignal?: Promise<void>
+  /** The path of the running script, for the command the in-memory notice suggests. @default process.argv[1] */
+  readonly argv0?: string
 }
 
 /** One row of the `--once` summary. */
@@ -40,62 +44,77 @@ export interface OnceReport {
   readonly reasons: readonly string[]
 }
 
-/** `127.0.0.1:80`, `:80`, `80`, `[::1]:80` → address and port. */
-export function parseListen(text: string): { address?: string; port: number } {
-  const t = text.trim()
-  const m = /^(\d+)$/.exec(t) ?? /^\[([^\]]+)\]:(\d+)$/.exec(t) ?? /^([^:[\]]*):(\d+)$/.exec(t)
-  if (!m) throw new UsageError(`--listen: "${text}" is not HOST:PORT, :PORT or PORT`)
-  const address = m.length === 3 ? m[1] : undefined
-  const port = Number(m.length === 3 ? m[2] : m[1])
-  if (port > 65_535) throw new UsageError(`--listen: port ${port} is above 65535`)
-  return { ...(address ? { address } : {}), port }
-}
-
 const abs = (io: Io, p: string): string => (isAbsolute(p) ? p : resolve(io.cwd, p))
 
-/** The agent flags `run`'s parsed flags stand for, for the agent's loader. */
+/** The agent options whose values are paths: relative ones are read from the current directory. */
+const PATH_KEYS = new Set(['rootDir', 'manifestDir', 'kubeconfig', 'pluginRegistrationDir', 'authTokenFile', 'config'])
+
+/** The agent flags `run`'s parsed flags stand for, for the agent's loader (its own names, durations in ms). */
 export function agentArgv(p: ParsedCommand, io: Io): string[] {
   const f = p.flags
-  if (p.given.has('manifests') && p.given.has('kubeconfig')) throw new UsageError('run: give --manifests (static mode) or --kubeconfig (API mode), not both')
+  if (p.given.has('pod-manifest-path') && p.given.has('kubeconfig')) throw new UsageError('give --pod-manifest-path (static mode) or --kubeconfig (API mode), not both', 'run')
   const argv: string[] = []
   for (const flag of p.command.flags) {
     if (!flag.agentKey || !p.given.has(flag.name)) continue
     const option = AGENT_OPTIONS.find((o) => o.key === flag.agentKey)
     if (!option) continue
     let value = f[flag.name]
-    if (flag.agentKey === 'rootDir' || flag.agentKey === 'manifestDir' || flag.agentKey === 'kubeconfig') value = abs(io, String(value))
+    if (PATH_KEYS.has(flag.agentKey)) value = abs(io, String(value))
+    if (flag.type === 'duration') value = `${String(value)}ms`
     argv.push(`${option.flag}=${String(value)}`)
   }
   if (p.given.has('kubeconfig') && !p.given.has('mode')) argv.push('--mode=api')
-  if (p.given.has('manifests') && !p.given.has('mode')) argv.push('--mode=static')
-  if (p.given.has('listen')) {
-    const { address, port } = parseListen(String(f.listen))
-    if (address) argv.push(`--address=${address}`)
-    argv.push(`--port=${port}`)
-  } else if (f.once === true && !p.given.has('port')) {
-    argv.push('--port=0')
-  }
+  if (p.given.has('pod-manifest-path') && !p.given.has('mode')) argv.push('--mode=static')
+  // --once is a command, not a server: any free port, so that it runs beside an agent.
+  if (f.once === true && !p.given.has('port')) argv.push('--port=0')
   return argv
 }
 
-const NOTICE =
-  'kubevol: running on the in-memory host: nothing on this machine is mounted. To run for real: sudo kubevol run --host linux --root /var/lib/kubevol ...\n'
+/** Manifest files, as the agent reads them. */
+const MANIFEST_FILE = /\.(ya?ml|json)$/i
+
+/**
+ * A typo must not look like an empty node: the manifest path must be a directory or one manifest
+ * file. Throws CliError (exit 2, one line).
+ */
+export async function checkManifestPath(path: string): Promise<void> {
+  let st: Awaited<ReturnType<typeof stat>>
+  try {
+    st = await stat(path)
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code
+    throw new CliError(`--pod-manifest-path ${path}: ${code === 'ENOENT' ? 'no such file or directory' : errorMessage(err)}`, EXIT.usage)
+  }
+  if (st.isFile() && !MANIFEST_FILE.test(path)) throw new CliError(`--pod-manifest-path ${path}: not a directory or a manifest file (.yaml, .yml or .json)`, EXIT.usage)
+  if (!st.isFile() && !st.isDirectory()) throw new CliError(`--pod-manifest-path ${path}: not a directory or a manifest file`, EXIT.usage)
+}
+
+/**
+ * Printed when the host is the in-memory one. The command it suggests must work where the user is:
+ * `sudo` resets PATH (secure_path), so the binary is named by its path, not by `kubevol`.
+ */
+export function mockNotice(argv0: string | undefined): string {
+  const command = argv0 && isAbsolute(argv0) ? `${process.execPath} ${argv0}` : 'kubevol'
+  return `kubevol: running on the in-memory host: nothing on this machine is mounted. To run for real (as root): sudo ${command} run --host linux --root-dir /var/lib/kubevol ...\n`
+}
 
 /** Runs `kubevol run`. Resolves with the exit code. */
 export async function runCommand(p: ParsedCommand, io: Io, deps: RunDependencies = {}): Promise<number> {
   const once = p.flags.once === true
-  const timeoutMs = parseDuration('timeout', String(p.flags.timeout))
+  const timeoutMs = Number(p.flags.timeout)
   const config = await loadAgentConfig({ argv: agentArgv(p, io), env: io.env })
+  // The agent (a DaemonSet) waits for a missing directory as the kubelet does; a command line names one on purpose.
+  if (config.mode === 'static' && (once || p.given.has('pod-manifest-path'))) await checkManifestPath(config.manifestDir)
   let host = deps.host
   if (!host && config.host === 'mock') {
-    io.stderr.write(NOTICE)
+    io.stderr.write(mockNotice(deps.argv0 ?? process.argv[1]))
     host = await createPreparedMemoryHost(config.mode === 'static' ? config.manifestDir : undefined)
   }
   const agentDeps: AgentDependencies = {
     env: io.env,
     ...(host ? { host } : {}),
     // --once prints a report on stdout: logs go to stderr, and only when asked for with --verbosity.
-    ...(once ? { log: p.given.has('verbosity') ? { destination: { write: (line: string) => io.stderr.write(line), isTTY: false } } : { silent: true } } : {}),
+    ...(once ? { log: p.given.has('v') ? { destination: { write: (line: string) => io.stderr.write(line), isTTY: false } } : { silent: true } } : {}),
   }
   const agent = await startAgent(config, agentDeps)
   deps.onStarted?.(agent)
@@ -107,7 +126,7 @@ export async function runCommand(p: ParsedCommand, io: Io, deps: RunDependencies
   }
   try {
     const report = await reconcileOnce(agent, timeoutMs)
-    writeOnceReport(io, p.flags.output as OutputFormat, report)
+    writeOnceReport(io, p.flags.output as OutputFormat, report, tableOptions(p))
     if (!report.converged) throw new CommandFailed(`not converged: ${report.reasons.join('; ')}`)
     return 0
   } finally {
@@ -130,43 +149,63 @@ function waitForSignal(): Promise<void> {
 
 interface PodVolumeView {
   readonly name: string
-  readonly pluginName?: string
+  readonly type?: string
   readonly phase: string
   readonly attempts?: number
   readonly lastError?: string
+  readonly reason?: string
 }
 
-/** The summary of every pod the source has (terminating ones left out). */
-export function summarize(agent: Agent): { volumes: VolumeSummary[]; pending: string[] } {
+/** What one summary pass found. */
+export interface Summary {
+  readonly volumes: VolumeSummary[]
+  /** Why it has not converged yet (it may still). */
+  readonly pending: string[]
+  /** What will not change by waiting (an unsupported volume type). */
+  readonly final: string[]
+}
+
+/**
+ * Every pod volume the source has (terminating pods left out), and what stands between the actual
+ * and the desired state: a wanted volume not mounted, a pod error, and teardown not finished (a
+ * volume still mounted for a pod that no longer wants it, a device still mounted or attached that no
+ * pod needs). A volume no container mounts is shown as `unused` and waited for by nobody.
+ */
+export function summarize(agent: Agent): Summary {
   const volumes: VolumeSummary[] = []
   const pending: string[] = []
+  const final: string[] = []
   for (const pod of agent.pods.getPods()) {
     const uid = pod.metadata.uid ?? ''
     if (agent.pods.shouldPodContainersBeTerminating(uid)) continue
     const name = `${pod.metadata.namespace ?? 'default'}/${pod.metadata.name ?? uid}`
     const view = agent.pod(uid) as { volumes?: PodVolumeView[]; podErrors?: string[] } | undefined
+    let unsupported = false
     for (const v of view?.volumes ?? []) {
-      const row: VolumeSummary = {
-        pod: name,
-        volume: v.name,
-        type: typeOf(v.pluginName, pod.spec?.volumes?.find((s) => s.name === v.name)),
-        phase: v.phase,
-        attempts: v.attempts ?? 0,
-        ...(v.lastError ? { error: v.lastError } : {}),
-      }
-      volumes.push(row)
-      if (v.phase !== 'mounted') pending.push(`${name} volume ${v.name} is ${v.phase}${v.lastError ? ` (${v.lastError})` : ''}`)
+      const error = v.lastError ?? v.reason
+      volumes.push({ pod: name, volume: v.name, type: v.type ?? 'unknown', phase: v.phase, attempts: v.attempts ?? 0, ...(error ? { error } : {}) })
+      if (v.phase === 'mounted' || v.phase === 'unused') continue
+      if (v.phase === 'unsupported') {
+        unsupported = true
+        final.push(`${name} volume ${v.name}: ${v.reason}`)
+      } else pending.push(`${name} volume ${v.name} is ${v.phase}${v.lastError ? ` (${v.lastError})` : ''}`)
     }
-    for (const e of view?.podErrors ?? []) pending.push(`${name}: ${e}`)
+    // The unsupported volume's own error ("no volume plugin matched") is already said, better.
+    if (!unsupported) for (const e of view?.podErrors ?? []) pending.push(`${name}: ${e}`)
   }
-  return { volumes, pending }
-}
-
-/** `kubernetes.io/empty-dir` → `empty-dir`; a Memory emptyDir → `empty-dir (Memory)`. */
-function typeOf(plugin: string | undefined, spec: { emptyDir?: { medium?: string } } | undefined): string {
-  if (!plugin) return 'unknown'
-  const type = plugin.slice(plugin.lastIndexOf('/') + 1)
-  return spec?.emptyDir?.medium ? `${type} (${spec.emptyDir.medium})` : type
+  const snap = agent.manager.snapshot()
+  const wanted = new Set(snap.desired.map((d) => `${d.podName}\n${d.volumeName}`))
+  const wantedVolumes = new Set(snap.desired.map((d) => d.volumeName))
+  for (const m of snap.mounted) {
+    if (!wanted.has(`${m.podName}\n${m.volumeName}`)) pending.push(`volume ${m.outerVolumeSpecName} of pod ${m.podUID} is still mounted (no pod wants it)`)
+  }
+  for (const a of snap.attached) {
+    if (wantedVolumes.has(a.volumeName)) continue
+    const device = a.deviceMountState !== 'not-mounted' && a.deviceMountPath ? `globally mounted at ${a.deviceMountPath}` : a.devicePath ? `attached at ${a.devicePath}` : 'attached'
+    pending.push(`volume ${a.volumeName} is still ${device} (no pod wants it)`)
+  }
+  if (snap.runningOperations > 0 && pending.length === 0) pending.push(`${snap.runningOperations} operations are still running`)
+  return { volumes, pending, final }
 }
 
 function manifestErrors(agent: Agent): ManifestError[] {
@@ -174,29 +213,33 @@ function manifestErrors(agent: Agent): ManifestError[] {
   return state.manifests?.errors ?? []
 }
 
-/** Polls every 20 ms until every pod's volumes are mounted or `timeoutMs` passes. */
+/**
+ * Polls every 20 ms until the actual state equals the desired state, or only what waiting cannot
+ * fix is left (an unsupported volume type: reported at once), or `timeoutMs` passes.
+ */
 export async function reconcileOnce(agent: Agent, timeoutMs: number): Promise<OnceReport> {
   const started = Date.now()
   const deadline = started + timeoutMs
   for (;;) {
     const ready = agent.pods.allReady() && agent.manager.snapshot().sourcesReady
-    const { volumes, pending } = summarize(agent)
+    const { volumes, pending, final } = summarize(agent)
     const errors = manifestErrors(agent)
     const settled = ready && pending.length === 0
     if (settled || Date.now() >= deadline) {
       const reasons = [
         ...errors.map((e) => `${e.file}:${e.line}: ${e.reason}`),
+        ...final,
         ...(ready ? [] : ['the pod source has not been read']),
         ...(settled ? [] : pending),
       ]
-      if (!settled && reasons.length === pending.length && pending.length === 0) reasons.push(`deadline of ${timeoutMs} ms passed`)
-      return { converged: settled && errors.length === 0, elapsedMs: Date.now() - started, volumes, reasons }
+      if (!settled && reasons.length === 0) reasons.push(`deadline of ${timeoutMs} ms passed`)
+      return { converged: settled && errors.length === 0 && final.length === 0, elapsedMs: Date.now() - started, volumes, reasons }
     }
     await new Promise((r) => setTimeout(r, 20))
   }
 }
 
-function writeOnceReport(io: Io, format: OutputFormat, report: OnceReport): void {
+function writeOnceReport(io: Io, format: OutputFormat, report: OnceReport, table: TableOptions): void {
   if (format === 'json' || format === 'yaml') {
     io.stdout.write(renderData(format, report))
     return
@@ -204,8 +247,9 @@ function writeOnceReport(io: Io, format: OutputFormat, report: OnceReport): void
   const wide = format === 'wide'
   const head = wide ? ['pod', 'volume', 'type', 'phase', 'attempts', 'error'] : ['pod', 'volume', 'type', 'phase']
   const rows = report.volumes.map((v) => (wide ? [v.pod, v.volume, v.type, v.phase, v.attempts, v.error ?? ''] : [v.pod, v.volume, v.type, v.phase]))
-  io.stdout.write(renderTable(head, rows))
+  io.stdout.write(renderTable(head, rows, table))
   const pods = new Set(report.volumes.map((v) => v.pod)).size
-  if (report.converged) io.stdout.write(`\nconverged: ${pods} pods, ${report.volumes.length} volumes mounted in ${report.elapsedMs} ms\n`)
+  const mounted = report.volumes.filter((v) => v.phase === 'mounted').length
+  if (report.converged) io.stdout.write(`\nconverged: ${pods} pods, ${mounted} volumes mounted in ${report.elapsedMs} ms\n`)
   else io.stdout.write(`\nnot converged after ${report.elapsedMs} ms:\n${report.reasons.map((r) => `  - ${r}`).join('\n')}\n`)
 }

@@ -5,11 +5,12 @@
  * on every run.
  */
 import { createMemoryHost } from '@kubevol/adapter-mock'
+import { formatDuration } from '@kubevol/agent'
 import { HostError, type Pod, type Volume, createBuiltinPlugins, createVolumeManager } from '@kubevol/core'
 import { createMemoryObjectReader, createMemoryPodSource } from '@kubevol/core/testing'
 import { CommandFailed, EXIT, UsageError } from '../errors.js'
-import { type Io, type OutputFormat, renderData, renderTable } from '../output.js'
-import { type ParsedCommand, parseDuration } from '../parse.js'
+import { type Io, type OutputFormat, renderData, renderTable, tableOptions } from '../output.js'
+import type { ParsedCommand } from '../parse.js'
 
 /** What the simulation is asked to do. */
 export interface SimulationOptions {
@@ -190,7 +191,7 @@ export async function simulateCommand(p: ParsedCommand, io: Io): Promise<number>
     volumesPerPod,
     faultRate,
     seed: Number(p.flags.seed),
-    timeoutMs: parseDuration('timeout', String(p.flags.timeout)),
+    timeoutMs: Number(p.flags.timeout),
     ...(showProgress ? { onProgress: progressBar(io) } : {}),
   })
   const format = p.flags.output as OutputFormat
@@ -201,8 +202,8 @@ export async function simulateCommand(p: ParsedCommand, io: Io): Promise<number>
         `desired to mounted: p50 ${report.latencyMs.p50} ms, p99 ${report.latencyMs.p99} ms, max ${report.latencyMs.max} ms\n` +
         `faults injected: ${report.faultsInjected}; peak memory (RSS): ${(report.peakRssBytes / 1048576).toFixed(0)} MiB\n\n`,
     )
-    io.stdout.write(renderTable(['operation', 'ok', 'failed'], Object.entries(report.operations).map(([name, o]) => [name, o.ok ?? 0, o.failed ?? 0])))
+    io.stdout.write(renderTable(['operation', 'ok', 'failed'], Object.entries(report.operations).map(([name, o]) => [name, o.ok ?? 0, o.failed ?? 0]), tableOptions(p)))
   }
-  if (!report.converged) throw new CommandFailed(`not converged within ${String(p.flags.timeout)}`)
+  if (!report.converged) throw new CommandFailed(`not converged within ${formatDuration(Number(p.flags.timeout))}`)
   return EXIT.ok
 }

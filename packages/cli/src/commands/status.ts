@@ -1,10 +1,21 @@
 /**
- * `kubevol status` and `kubevol explain POD`: read a running agent's /v1/state and /v1/pods/<uid>.
+ * `kubevol status` and `kubevol explain POD`: read a running agent's /v1/state, /v1/pods/<uid> and
+ * /v1/events, and print them as kubectl would: ages rather than timestamps, errors cut to a column
+ * in tables (whole in `-o wide`, JSON, YAML and `explain`), an Events section.
  */
 import { readFile } from 'node:fs/promises'
+import { ageOf, eventAge, untilOf } from '../age.js'
 import { CliError, CommandFailed, EXIT } from '../errors.js'
-import { type Io, type OutputFormat, renderData, renderTable } from '../output.js'
+import { type Io, type OutputFormat, type TableOptions, renderData, renderTable, tableOptions, truncate } from '../output.js'
 import type { ParsedCommand } from '../parse.js'
+
+/** What tests can give `status --watch`. */
+export interface StatusDependencies {
+  /** How often `--watch` asks again. @default 2000 */
+  readonly watchIntervalMs?: number
+  /** Resolves to end `--watch` (default: SIGINT or SIGTERM). */
+  readonly stopSignal?: Promise<void>
+}
 
 /** GETs `path` of the agent as JSON. Throws CliError (exit 3) when it cannot be reached. */
 async function getJson(p: ParsedCommand, path: string): Promise<{ status: number; body: unknown }> {
@@ -41,27 +52,25 @@ interface WorkerView {
 interface StateView {
   readonly nodeName: string
   readonly mode: string
+  readonly time?: string
   readonly sourcesReady: boolean
   readonly statesSynced: boolean
-  readonly desired: readonly { volumeName: string; podUID: string; pod: string; outerVolumeSpecNames: string[]; pluginName: string }[]
-  readonly actual: { mounted: readonly { volumeName: string; podUID: string; outerVolumeSpecName: string; pluginName: string; mountState: string }[] }
+  readonly desired: readonly { volumeName: string; podUID: string; pod: string; outerVolumeSpecNames: string[]; pluginName: string; type?: string }[]
+  readonly actual: { mounted: readonly { volumeName: string; podUID: string; outerVolumeSpecName: string; pluginName: string; type?: string; mountState: string }[] }
   readonly backoffs: readonly { volumeName: string; podName: string; error: string; retryAt: string }[]
   readonly pods?: readonly WorkerView[]
 }
 
-const short = (plugin: string | undefined): string => (plugin ? plugin.slice(plugin.lastIndexOf('/') + 1) : '')
+/** The agent's clock, so that ages agree with what it recorded. */
+const nowOf = (state: { time?: string }): number => (state.time ? Date.parse(state.time) : Date.now())
+/** The agent's label, or the plugin's short name from an older agent. */
+const typeLabel = (type: string | undefined, plugin: string | undefined): string => type ?? (plugin ? plugin.slice(plugin.lastIndexOf('/') + 1) : '')
 
-/** `kubevol status`. */
-export async function statusCommand(p: ParsedCommand, io: Io): Promise<number> {
-  const { body } = await getJson(p, '/v1/state')
-  const format = p.flags.output as OutputFormat
-  if (format === 'json' || format === 'yaml') {
-    io.stdout.write(renderData(format, body))
-    return EXIT.ok
-  }
-  const state = body as StateView
+/** The `status` text of one /v1/state answer. */
+export function renderStatus(state: StateView, format: 'table' | 'wide', table: TableOptions): string {
   const wide = format === 'wide'
-  io.stdout.write(`node ${state.nodeName} (${state.mode} mode)  sources ready: ${state.sourcesReady ? 'yes' : 'no'}  states synced: ${state.statesSynced ? 'yes' : 'no'}\n\n`)
+  const now = nowOf(state)
+  let out = `node ${state.nodeName} (${state.mode} mode)  sources ready: ${state.sourcesReady ? 'yes' : 'no'}  states synced: ${state.statesSynced ? 'yes' : 'no'}\n\n`
   const podName = new Map<string, string>()
   for (const w of state.pods ?? []) podName.set(w.uid, `${w.namespace}/${w.name}`)
   for (const d of state.desired) podName.set(d.podUID, d.pod)
@@ -72,36 +81,145 @@ export async function statusCommand(p: ParsedCommand, io: Io): Promise<number> {
     const m = mountedOf(d.podUID, d.volumeName)
     const backoff = state.backoffs.find((b) => b.volumeName === d.volumeName && (b.podName === d.podUID || b.podName === ''))
     seen.add(`${d.podUID}\n${d.volumeName}`)
-    const phase = backoff ? 'backing-off' : (m?.mountState ?? 'waiting')
-    const row = [d.pod, d.outerVolumeSpecNames.join(','), short(d.pluginName), phase]
+    const phase = backoff ? `backing-off (retry ${untilOf(backoff.retryAt, now)})` : (m?.mountState ?? 'waiting')
+    const row = [d.pod, d.outerVolumeSpecNames.join(','), typeLabel(d.type, d.pluginName), phase]
     if (wide) row.push(d.podUID, d.volumeName, backoff?.error ?? '')
+    else row.push(truncate(backoff?.error ?? ''))
     rows.push(row)
   }
   for (const m of state.actual.mounted) {
     if (seen.has(`${m.podUID}\n${m.volumeName}`)) continue
-    const row = [podName.get(m.podUID) ?? m.podUID, m.outerVolumeSpecName, short(m.pluginName), `${m.mountState} (unmounting)`]
+    const row = [podName.get(m.podUID) ?? m.podUID, m.outerVolumeSpecName, typeLabel(m.type, m.pluginName), `${m.mountState} (unmounting)`]
     if (wide) row.push(m.podUID, m.volumeName, '')
+    else row.push('')
     rows.push(row)
   }
-  const head = wide ? ['pod', 'volume', 'type', 'phase', 'uid', 'unique name', 'error'] : ['pod', 'volume', 'type', 'phase']
-  io.stdout.write(rows.length > 0 ? renderTable(head, rows) : 'no volumes\n')
+  const head = wide ? ['pod', 'volume', 'type', 'phase', 'uid', 'unique name', 'error'] : ['pod', 'volume', 'type', 'phase', 'error']
+  out += rows.length > 0 ? renderTable(head, rows, table) : 'no volumes\n'
   if (state.pods && state.pods.length > 0) {
-    io.stdout.write('\n')
-    io.stdout.write(renderTable(['pod', 'phase', 'attempts', 'last error'], state.pods.map((w) => [`${w.namespace}/${w.name}`, w.phase, w.attempts, w.lastError ?? ''])))
+    out += '\n'
+    out += renderTable(
+      ['pod', 'phase', 'failed syncs', 'last error'],
+      state.pods.map((w) => [`${w.namespace}/${w.name}`, w.phase, w.attempts, wide ? (w.lastError ?? '') : truncate(w.lastError ?? '')]),
+      table,
+    )
   }
-  return EXIT.ok
+  return out
+}
+
+function waitForSignal(): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      process.off('SIGINT', done)
+      process.off('SIGTERM', done)
+      resolve()
+    }
+    process.once('SIGINT', done)
+    process.once('SIGTERM', done)
+  })
+}
+
+/** `kubevol status`; with `--watch`, again on every change until interrupted. */
+export async function statusCommand(p: ParsedCommand, io: Io, deps: StatusDependencies = {}): Promise<number> {
+  const format = p.flags.output as OutputFormat
+  const render = async (): Promise<string> => {
+    const { body } = await getJson(p, '/v1/state')
+    return format === 'json' || format === 'yaml' ? renderData(format, body) : renderStatus(body as StateView, format, tableOptions(p))
+  }
+  let last = await render()
+  io.stdout.write(last)
+  if (p.flags.watch !== true) return EXIT.ok
+  const stop = deps.stopSignal ?? waitForSignal()
+  let stopped = false
+  void stop.then(() => (stopped = true))
+  const interval = deps.watchIntervalMs ?? 2_000
+  for (;;) {
+    let timer: NodeJS.Timeout | undefined
+    await Promise.race([stop, new Promise<void>((r) => (timer = setTimeout(r, interval)))])
+    clearTimeout(timer)
+    if (stopped) return EXIT.ok
+    const text = await render()
+    if (text === last) continue
+    // On a terminal, in place (as `watch`); elsewhere one after another, each a full listing.
+    io.stdout.write(io.isTTY ? `\u001b[H\u001b[2J${text}` : `\n${text}`)
+    last = text
+  }
 }
 
 interface PodVolume {
   readonly name: string
   readonly volumeName?: string
   readonly pluginName?: string
+  readonly type?: string
   readonly phase: string
   readonly mountState?: string
   readonly attempts?: number
   readonly lastError?: string
   readonly lastOperation?: string
+  readonly reason?: string
   readonly backoff?: { operation: string; retryAt: string; durationMs: number }
+}
+
+interface EventView {
+  readonly type: string
+  readonly reason: string
+  readonly message: string
+  readonly count: number
+  readonly firstTimestamp: number
+  readonly lastTimestamp: number
+}
+
+interface PodExplain {
+  uid: string
+  namespace?: string
+  name?: string
+  terminating: boolean
+  worker?: { phase: string; attempts: number; lastError?: string; nextRetryAt?: string; mountedAt?: string }
+  podErrors: string[]
+  volumes: PodVolume[]
+}
+
+/** The `explain` text: the pod, its volumes, its events (kubectl describe's shape). */
+export function renderExplain(pod: PodExplain, events: readonly EventView[], now: number, wide: boolean, table: TableOptions): string {
+  const lines = [`Name:       ${pod.name ?? ''}`, `Namespace:  ${pod.namespace ?? 'default'}`, `UID:        ${pod.uid}`]
+  if (pod.terminating) lines.push('Status:     terminating')
+  if (pod.worker) {
+    const w = pod.worker
+    // The pod's sync count is of whole syncs (each waits up to the sync timeout), not of volume operations.
+    const notes = [
+      ...(w.attempts > 0 ? [`${w.attempts} failed ${w.attempts === 1 ? 'sync' : 'syncs'} in a row`] : []),
+      ...(w.nextRetryAt ? [`next sync ${untilOf(w.nextRetryAt, now)}`] : []),
+      ...(w.phase === 'mounted' && w.mountedAt ? [`for ${ageOf(w.mountedAt, now)}`] : []),
+    ]
+    lines.push(`Volumes:    ${w.phase}${notes.length > 0 ? ` (${notes.join(', ')})` : ''}`)
+    if (w.lastError) lines.push(`Last sync error: ${w.lastError}`)
+  }
+  for (const e of pod.podErrors) lines.push(`Pod error:  ${e}`)
+  let out = `${lines.join('\n')}\n\n`
+  // The error last: it is shown whole here, and may be long.
+  const head = ['volume', 'type', 'phase', 'failures', 'next retry', ...(wide ? ['unique name'] : []), 'last error']
+  out += renderTable(
+    head,
+    pod.volumes.map((v) => {
+      const error = v.lastError ? `${v.lastOperation ? `${v.lastOperation}: ` : ''}${v.lastError}` : (v.reason ?? '')
+      return [v.name, typeLabel(v.type, v.pluginName), v.phase, v.attempts ?? 0, v.backoff ? untilOf(v.backoff.retryAt, now) : '', ...(wide ? [v.volumeName ?? ''] : []), error]
+    }),
+    table,
+  )
+  out += '\nEvents:'
+  if (events.length === 0) return `${out}  <none>\n`
+  out += '\n'
+  // Newest last, as kubectl describe lists them.
+  const sorted = [...events].sort((a, b) => a.lastTimestamp - b.lastTimestamp)
+  out += renderTable(
+    ['type', 'reason', 'age', 'from', 'message'],
+    sorted.map((e) => [e.type, e.reason, eventAge(e, now), 'kubevol', e.message]),
+    table,
+  )
+    .split('\n')
+    .map((l) => (l ? `  ${l}` : l))
+    .join('\n')
+  return out
 }
 
 /** `kubevol explain POD`: POD is a UID, a name or namespace/name. */
@@ -118,30 +236,12 @@ export async function explainCommand(p: ParsedCommand, io: Io): Promise<number> 
   const [uid] = matches[0] as [string, string]
   const { status, body } = await getJson(p, `/v1/pods/${encodeURIComponent(uid)}`)
   if (status === 404) throw new CommandFailed(`pod ${wanted} is not known to the agent`)
+  const { body: events } = await getJson(p, `/v1/events?pod=${encodeURIComponent(uid)}`)
   const format = p.flags.output as OutputFormat
   if (format === 'json' || format === 'yaml') {
-    io.stdout.write(renderData(format, body))
+    io.stdout.write(renderData(format, { ...(body as object), events }))
     return EXIT.ok
   }
-  const pod = body as { uid: string; namespace?: string; name?: string; terminating: boolean; worker?: { phase: string; attempts: number; lastError?: string; nextRetryAt?: string }; podErrors: string[]; volumes: PodVolume[] }
-  io.stdout.write(`pod ${pod.namespace ?? 'default'}/${pod.name ?? ''} (uid ${pod.uid})${pod.terminating ? ', terminating' : ''}\n`)
-  if (pod.worker) {
-    io.stdout.write(`sync: ${pod.worker.phase}, ${pod.worker.attempts} failed attempts${pod.worker.nextRetryAt ? `, next retry ${pod.worker.nextRetryAt}` : ''}\n`)
-    if (pod.worker.lastError) io.stdout.write(`last sync error: ${pod.worker.lastError}\n`)
-  }
-  for (const e of pod.podErrors) io.stdout.write(`pod error: ${e}\n`)
-  io.stdout.write('\n')
-  const wide = format === 'wide'
-  const head = wide ? ['volume', 'type', 'phase', 'attempts', 'last error', 'next retry', 'unique name'] : ['volume', 'type', 'phase', 'attempts', 'last error', 'next retry']
-  io.stdout.write(
-    renderTable(
-      head,
-      pod.volumes.map((v) => {
-        const row: unknown[] = [v.name, short(v.pluginName), v.phase, v.attempts ?? 0, v.lastError ? `${v.lastOperation ? `${v.lastOperation}: ` : ''}${v.lastError}` : '', v.backoff?.retryAt ?? '']
-        if (wide) row.push(v.volumeName ?? '')
-        return row
-      }),
-    ),
-  )
+  io.stdout.write(renderExplain(body as PodExplain, Array.isArray(events) ? (events as EventView[]) : [], nowOf(s), format === 'wide', tableOptions(p)))
   return EXIT.ok
 }
