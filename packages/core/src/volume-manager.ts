@@ -12,7 +12,7 @@ import { type UniquePodName, type UniqueVolumeName, expectedVolumeNames, uniqueP
 import { podUIDError } from './api/validation.js'
 import { ActualStateOfWorld, type AttachedVolume, type MountedVolume } from './cache/actual-state.js'
 import { DesiredStateOfWorld, type VolumeToMount } from './cache/desired-state.js'
-import { type Clock, type Timer, systemClock, yieldToEventLoop } from './clock.js'
+import { type Clock, systemClock, yieldToEventLoop } from './clock.js'
 import { ConfigError, WaitError, errorMessage } from './errors.js'
 import type { Host } from './host/host.js'
 import {
@@ -29,21 +29,25 @@ import { OperationExecutor, type OperationRecord } from './operations/operation-
 import { PendingOperations } from './operations/pending-operations.js'
 import { createPaths, type Paths } from './paths.js'
 import { type PluginManager, createPluginManager } from './plugins/plugin-manager.js'
-import type { VolumeMetrics, VolumePlugin } from './plugins/plugin.js'
+import type { VolumePlugin } from './plugins/plugin.js'
 import type { TokenSource } from './plugins/token-source.js'
 import { isVolumeContentKind, podVolumesRead } from './populator/object-references.js'
 import { Populator } from './populator/populator.js'
 import type { ObjectReader, ObjectReference, PodSource } from './populator/sources.js'
 import { Reconciler } from './reconciler/reconciler.js'
 import { VolumeJournal } from './journal/journal.js'
-import { type OrphanCleanupReport, cleanupOrphanedPodDirs } from './reconstruction/orphans.js'
+import type { OrphanCleanupReport } from './reconstruction/orphans.js'
 import { reconstructVolumes } from './reconstruction/reconstruct.js'
 import { joinPath } from './paths.js'
 import type { AbortSignalLike } from './signal.js'
+import { OrphanCleanup } from './manager/orphan-cleanup.js'
+import { PassScheduler } from './manager/pass-scheduler.js'
 import { type MountedVolumeInfo, PodWaiters, type WaitOptions } from './manager/pod-waiters.js'
+import { type VolumeStats, VolumeStatsCollector } from './manager/volume-stats.js'
 
 export { POD_ATTACH_AND_MOUNT_RETRY_INTERVAL_MS, POD_ATTACH_AND_MOUNT_TIMEOUT_MS } from './manager/pod-waiters.js'
 export type { MountedVolumeInfo, WaitOptions } from './manager/pod-waiters.js'
+export type { VolumeStats } from './manager/volume-stats.js'
 
 /** The kubelet's reconciler and populator loop period (used with `pollingCompat`). */
 export const LOOP_SLEEP_PERIOD_MS = 100
@@ -122,19 +126,6 @@ export interface VolumeManagerSnapshot {
   readonly lastReconcileAt: number
   /** The journal's size, when kubevol keeps one. */
   readonly journal?: { readonly records: number; readonly bytes: number }
-}
-
-/** One mounted volume's usage, for metrics (`kubelet_volume_stats_*`). */
-export interface VolumeStats {
-  readonly podName: UniquePodName
-  readonly pod: Pod
-  readonly outerVolumeSpecName: string
-  readonly volumeName: UniqueVolumeName
-  readonly pluginName: string
-  /** The claim, for the `namespace`/`persistentvolumeclaim` labels. */
-  readonly claim?: string
-  /** Usage, and the health the plugin reports (`volumeCondition`, CSI drivers with VOLUME_CONDITION). */
-  readonly stats: VolumeMetrics
 }
 
 /** What the manager announces as it works. */
@@ -272,41 +263,23 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
   const resyncPeriodMs = options.resyncPeriodMs ?? 10_000
   const populatorRetryMs = options.populatorRetryMs ?? LOOP_SLEEP_PERIOD_MS
 
-  let running = false
   let started = false
   // Settles when a started manager has finished reconstruction and its passes run.
   let passesRunning: Promise<void> = Promise.resolve()
   let markPassesRunning = (): void => {}
-  const timers = new Set<Timer>()
-  const setTimer = (ms: number, fn: () => void): void => {
-    const timer = clock.setTimer(ms, () => {
-      timers.delete(timer)
-      fn()
-    })
-    timers.add(timer)
-  }
-
-  // ---- the reconcile loop ----
-  let reconcileScheduled = false
-  let resyncContinues = false
-  const scheduleReconcile = (): void => {
-    if (!running || polling || reconcileScheduled) return
-    reconcileScheduled = true
-    // A microtask: every change made in this turn is seen by one pass.
-    void Promise.resolve().then(() => {
-      reconcileScheduled = false
-      if (!running) return
+  // ---- when passes run (manager/pass-scheduler.ts) ----
+  const scheduler = new PassScheduler({
+    clock,
+    polling,
+    reconcile: () => {
       reconciler.reconcileOnce()
-      // The rest of a resync, one slice per turn of the event loop: I/O and timers run in between.
-      if (reconciler.resyncPending && !resyncContinues) {
-        resyncContinues = true
-        setTimer(0, () => {
-          resyncContinues = false
-          scheduleReconcile()
-        })
-      }
-    })
-  }
+      return reconciler.resyncPending
+    },
+    populate: () => populate(),
+  })
+  const setTimer = (ms: number, fn: () => void): void => scheduler.setTimer(ms, fn)
+  const scheduleReconcile = (): void => scheduler.scheduleReconcile()
+  const schedulePopulate = (): void => scheduler.schedulePopulate()
 
   const pending = new PendingOperations({
     clock,
@@ -314,7 +287,7 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
     onComplete(key, _error, retryAt) {
       reconciler.markDirty(key.volumeName)
       scheduleReconcile()
-      if (retryAt !== undefined && running && !polling) {
+      if (retryAt !== undefined && scheduler.running && !polling) {
         setTimer(Math.max(0, retryAt - clock.now()) + 1, () => {
           reconciler.markDirty(key.volumeName)
           scheduleReconcile()
@@ -352,9 +325,21 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
     metrics,
   })
 
-  const reportedOrphans = new Set<string>()
-  /** (pod, volume) pairs whose emptyDir is over its sizeLimit, so the event is sent once per crossing. */
-  const overLimit = new Set<string>()
+  const stats = new VolumeStatsCollector({ dsw, asw, plugins: pluginManager, logger, recorder, clock })
+  const orphans = new OrphanCleanup({
+    host: options.host,
+    paths,
+    nodeName: options.nodeName,
+    logger,
+    metrics,
+    recorder,
+    clock,
+    podInUse: (pod) =>
+      options.podSource.getPodByUID(pod) !== undefined ||
+      !options.podSource.shouldPodRuntimeBeRemoved(pod) ||
+      dsw.getPods().has(pod) ||
+      asw.podHasPossiblyMountedVolumes(pod),
+  })
 
   // ---- waiters, resolved by notification (manager/pod-waiters.ts) ----
   const waiters = new PodWaiters({ dsw, asw, plugins: pluginManager, clock, polling })
@@ -368,8 +353,7 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
   dsw.changes.subscribe(onVolumeChange)
   asw.changes.subscribe(onVolumeChange)
 
-  // ---- the populator loop ----
-  let populateScheduled = false
+  // ---- the populator pass ----
   let retryTimerSet = false
   const populate = async (): Promise<void> => {
     try {
@@ -384,7 +368,7 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
       reconciler.markAllDirty()
       scheduleReconcile()
     }
-    if (running && !polling && !retryTimerSet && populator.hasUnprocessedPods()) {
+    if (scheduler.running && !polling && !retryTimerSet && populator.hasUnprocessedPods()) {
       retryTimerSet = true
       setTimer(populatorRetryMs, () => {
         retryTimerSet = false
@@ -435,7 +419,7 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
     schedulePopulate()
   }
   const checkExpansion = (changed?: ObjectReference): void => {
-    if (running) void populator.checkVolumeExpansion(changed).catch((err: unknown) => logger.warn('Volume expansion check failed', { err: errorMessage(err) }))
+    if (scheduler.running) void populator.checkVolumeExpansion(changed).catch((err: unknown) => logger.warn('Volume expansion check failed', { err: errorMessage(err) }))
   }
   // A pod changed: that pod alone is looked at again (and set up again when its volumes require it),
   // as the kubelet syncs the pod that changed; without a UID, every pod.
@@ -449,15 +433,6 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
     if (dsw.podRequiresRemount(uid)) populator.reprocessPod(uid)
     schedulePopulate()
   }
-  const schedulePopulate = (): void => {
-    if (!running || polling || populateScheduled) return
-    populateScheduled = true
-    void Promise.resolve().then(() => {
-      populateScheduled = false
-      if (running) void populate()
-    })
-  }
-
   // ---- what run() starts ----
   /** The journal of intents: read only, or opened for writing when the host can append. */
   async function openJournal(): Promise<VolumeJournal | undefined> {
@@ -491,7 +466,7 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
         },
         (err: unknown) => {
           logger.warn('Could not read node status for reconstructed volumes; retrying', { err: errorMessage(err) })
-          if (running) setTimer(1_000, refresh)
+          if (scheduler.running) setTimer(1_000, refresh)
         },
       )
     }
@@ -507,7 +482,7 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
       const populateTick = (): void => {
         // The kubelet's loop: every pod, every time.
         populator.podChanged()
-        void populate().then(() => running && setTimer(LOOP_SLEEP_PERIOD_MS, populateTick))
+        void populate().then(() => scheduler.running && setTimer(LOOP_SLEEP_PERIOD_MS, populateTick))
       }
       const reconcileTick = (): void => {
         reconciler.markAllDirty()
@@ -525,7 +500,7 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
     reconciler.markAllDirty()
     scheduleReconcile()
     schedulePopulate()
-    every(resyncPeriodMs, () => {
+    scheduler.every(resyncPeriodMs, () => {
       reconciler.queueResync()
       scheduleReconcile()
       populator.podChanged()
@@ -540,27 +515,17 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
     // least this often. With a reader that announces changes, volumes built only from objects
     // and the pod are left to those events: steady-state work follows changes, not node size.
     const eventsSuffice = !polling && options.objects.announcesChanges === true && options.objects.subscribe !== undefined
-    every(options.remountPeriodMs ?? 60_000, () => {
+    scheduler.every(options.remountPeriodMs ?? 60_000, () => {
       for (const pod of dsw.podsRequiringRemount({ timedOnly: eventsSuffice })) populator.reprocessPod(pod)
       schedulePopulate()
     })
-    every(options.expansionCheckPeriodMs ?? 60_000, () => checkExpansion())
-    every(options.housekeepingPeriodMs ?? 10_000, () => {
+    scheduler.every(options.expansionCheckPeriodMs ?? 60_000, () => checkExpansion())
+    scheduler.every(options.housekeepingPeriodMs ?? 10_000, () => {
       if (populator.hasAddedPods() && reconciler.statesHaveBeenSynced()) void manager.cleanupOrphanedPods().catch(() => undefined)
     })
-    every(options.statsPeriodMs ?? 60_000, () => {
+    scheduler.every(options.statsPeriodMs ?? 60_000, () => {
       void manager.collectVolumeStats().catch((err: unknown) => logger.warn('Collecting volume stats failed', { err: errorMessage(err) }))
     })
-  }
-
-  /** `fn` every `periodMs` while running (timers are cancelled when run() ends); never when 0. */
-  function every(periodMs: number, fn: () => void): void {
-    if (periodMs <= 0) return
-    const tick = (): void => {
-      fn()
-      setTimer(periodMs, tick)
-    }
-    setTimer(periodMs, tick)
   }
 
   const manager: VolumeManager = {
@@ -587,7 +552,7 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
         reconstructedToReport = rebuilt.reconstructed
         reconciler.setFailedReconstruction(rebuilt.failed)
         // Only now do passes run: a pass before reconstruction would see a half-built actual state.
-        running = true
+        scheduler.running = true
         markPassesRunning()
         if (controllerAttachDetach && options.objects.getNode && rebuilt.reconstructed.length > 0) followNodeStatus(rebuilt.reconstructed)
         startLoops(unsubscribe)
@@ -598,11 +563,9 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
         })
         logger.info('Shutting down volume manager')
       } finally {
-        running = false
+        scheduler.stop()
         started = false
         markPassesRunning()
-        for (const timer of timers) timer.cancel()
-        timers.clear()
         for (const off of unsubscribe) off()
         // Outcome records are written without waiting for them: once run() returns, none is left.
         await ctx.journal?.flush()
@@ -691,40 +654,8 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
       return () => listeners.delete(listener)
     },
 
-    async cleanupOrphanedPods(opts) {
-      const report = await cleanupOrphanedPodDirs(
-        {
-          host: options.host,
-          paths,
-          logger,
-          podInUse: (pod) =>
-            options.podSource.getPodByUID(pod) !== undefined ||
-            !options.podSource.shouldPodRuntimeBeRemoved(pod) ||
-            dsw.getPods().has(pod) ||
-            asw.podHasPossiblyMountedVolumes(pod),
-        },
-        opts,
-      )
-      metrics.set?.('orphan_pod_cleaned_volumes', {}, report.orphans.length)
-      metrics.set?.('orphan_pod_cleaned_volumes_errors', {}, report.refused.length)
-      for (const { pod, reason } of report.refused) {
-        // Once per pod directory and reason, not on every pass.
-        const key = `${pod}\n${reason}`
-        if (reportedOrphans.has(key)) continue
-        reportedOrphans.add(key)
-        logger.warn('Orphaned pod found, but volumes are not cleaned up', { pod, reason })
-        recorder.event({
-          type: 'Warning',
-          reason: 'OrphanedPodCleanupFailed',
-          message: reason,
-          target: { kind: 'Node', metadata: { name: options.nodeName } },
-          time: clock.now(),
-        })
-      }
-      for (const pod of report.removed) {
-        for (const key of reportedOrphans) if (key.startsWith(`${pod}\n`)) reportedOrphans.delete(key)
-      }
-      return report
+    cleanupOrphanedPods(opts) {
+      return orphans.run(opts)
     },
 
     async populateOnce() {
@@ -737,35 +668,8 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
       reconciler.reconcileOnce()
     },
 
-    async collectVolumeStats() {
-      const result: VolumeStats[] = []
-      for (const vtm of dsw.getVolumesToMount()) {
-        if (asw.getVolumeMountState(vtm.volumeName, vtm.podName) !== 'mounted') continue
-        let stats: VolumeMetrics | undefined
-        try {
-          stats = await pluginManager.findPluginBySpec(vtm.spec).newMounter(vtm.spec, vtm.pod).getMetrics?.()
-        } catch (err) {
-          logger.debug('Volume stats unavailable', { volume: vtm.volumeName, err: errorMessage(err) })
-        }
-        if (!stats) continue
-        const outer = vtm.outerVolumeSpecNames[0] ?? vtm.spec.name
-        const claim = vtm.pod.spec?.volumes?.find((v) => v.name === outer)?.persistentVolumeClaim?.claimName
-        result.push({ podName: vtm.podName, pod: vtm.pod, outerVolumeSpecName: outer, volumeName: vtm.volumeName, pluginName: vtm.pluginName, ...(claim ? { claim } : {}), stats })
-        const limit = vtm.spec.volume?.emptyDir && !vtm.spec.volume.emptyDir.medium ? vtm.spec.volume.emptyDir.sizeLimit : undefined
-        const over = limit !== undefined && stats.capacityBytes > 0 && stats.usedBytes > stats.capacityBytes
-        const key = `${vtm.podName}/${vtm.volumeName}`
-        if (over && !overLimit.has(key)) {
-          overLimit.add(key)
-          recorder.event({
-            type: 'Warning',
-            reason: 'EmptyDirSizeLimitExceeded',
-            message: `Usage of EmptyDir volume "${outer}" exceeds the limit "${String(limit)}".`,
-            target: { kind: 'Pod', metadata: vtm.pod.metadata },
-            time: clock.now(),
-          })
-        } else if (!over) overLimit.delete(key)
-      }
-      return result
+    collectVolumeStats() {
+      return stats.collect()
     },
 
     async waitForIdle() {
@@ -777,7 +681,7 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
         await pending.wait()
         await yieldToEventLoop()
         // A stopped manager runs no more passes: what is left for one does not count.
-        if (pending.runningCount === 0 && !reconcileScheduled && !populateScheduled && (!running || !reconciler.hasWork)) return
+        if (pending.runningCount === 0 && scheduler.nothingScheduled && (!scheduler.running || !reconciler.hasWork)) return
       }
     },
   }
