@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * The kubevol agent process: `node dist/main.js --mode=static --manifest-dir=/etc/kubevol/manifests`.
+ * The kubevol agent process: `node dist/main.js --mode=static --pod-manifest-path=/etc/kubevol/manifests`.
  * See `--help` for every option.
  */
 import { runAgentProcess } from './process.js'

@@ -1,9 +1,9 @@
 /**
- * Item 9: `kubevol gc` against the root of a running agent: without `--manifests` (it knows no
+ * Item 9: `kubevol gc` against the root of a running agent: without `--pod-manifest-path` (it knows no
  * pods, so every pod looks orphaned) and with a manifest directory that does not have the pod. It
  * must refuse while an agent holds the root, and the live pod keeps its data and its mounts. Once
  * the agent has stopped (its mounts left in place, as a stop does), `kubevol gc` without
- * `--manifests` still must not remove what the journal says is set up; a restarted agent finds the
+ * `--pod-manifest-path` still must not remove what the journal says is set up; a restarted agent finds the
  * pod's data where it was.
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
@@ -59,7 +59,7 @@ export const gcRace: Attack = (node) => {
     const emptyManifests = join(n.outside, 'no-pods')
     mkdirSync(emptyManifests)
     n.outsideChanged(emptyManifests)
-    const other = await n.kubevol('gc', '--manifests', emptyManifests, '-o', 'json')
+    const other = await n.kubevol('gc', '--pod-manifest-path', emptyManifests, '-o', 'json')
 
     expect(n.lostSince(remembered).lost, "the live pod's data").toEqual([])
     expect(changes(tree, podsTree(n)), "the live pods' directories").toEqual({ added: [], lost: [] })
@@ -67,14 +67,14 @@ export const gcRace: Attack = (node) => {
     expect((await n.pod('live'))?.volumes.map((v) => v.phase)).toEqual(['mounted', 'mounted', 'mounted'])
     expect((await n.pod('live-mem'))?.volumes.map((v) => v.phase)).toEqual(['mounted'])
     for (const [what, r] of [
-      ['gc without --manifests', bare],
+      ['gc without --pod-manifest-path', bare],
       ['gc with a manifest directory without the pod', other],
     ] as const) {
       expect({ what, refused: r.code !== 0 }, `${what}: exit ${r.code}\n${r.stdout}${r.stderr}`).toEqual({ what, refused: true })
     }
   }, 90_000)
 
-  it('item 9: kubevol gc without --manifests after the agent stopped keeps what the journal says is set up', async () => {
+  it('item 9: kubevol gc without --pod-manifest-path after the agent stopped keeps what the journal says is set up', async () => {
     const n = node()
     n.write('live.yaml', LIVE)
     await n.start()

@@ -36,7 +36,7 @@ export const symlinkSwaps: Attack = (node) => {
     const n = node()
     plantSymlinks(join(n.root, 'pods'), join(n.base, 'canary'))
     const canaries = n.remember(n.canaries)
-    const gc = await n.kubevol('gc', '--manifests', n.manifests, '-o', 'json')
+    const gc = await n.kubevol('gc', '--pod-manifest-path', n.manifests, '-o', 'json')
     // Refusing to remove them is fine; deleting through them is not (the audit checks the canaries).
     expect(gc.stderr).not.toMatch(/TypeError|RangeError|at .*\.js:\d+/)
     await n.start()
@@ -73,7 +73,7 @@ export const symlinkSwaps: Attack = (node) => {
     await n.start()
     await pause(3_000)
     await n.stop()
-    const gc = await n.kubevol('gc', '--manifests', n.manifests)
+    const gc = await n.kubevol('gc', '--pod-manifest-path', n.manifests)
     expect(gc.stderr).not.toMatch(/TypeError|RangeError|at .*\.js:\d+/)
     expect(n.lostSince(canaries).lost, 'files deleted through a symlink').toEqual([])
   }, 90_000)

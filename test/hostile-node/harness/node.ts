@@ -59,7 +59,7 @@ export interface HostileNode {
   waitGone(uid: string, timeoutMs?: number): Promise<void>
   /** Mount points (from the kernel) under `dir` (default: R). */
   mountsUnder(dir?: string): string[]
-  /** Runs the CLI; `--host linux --root R` are added. */
+  /** Runs the CLI; `--host linux --root-dir R` are added. */
   kubevol(...args: string[]): Promise<{ code: number | string; stdout: string; stderr: string }>
   /** Records `paths` (files) now: {@link lostSince} tells which changed later. */
   remember(paths: readonly string[]): Map<string, Entry | undefined>
@@ -213,7 +213,7 @@ export function createHostileNode(): NodeInternals {
       }
     },
     mountsUnder,
-    kubevol: (...args) => runCli([...args, '--host', 'linux', '--root', root]),
+    kubevol: (...args) => runCli([...args, '--host', 'linux', '--root-dir', root]),
     remember(paths) {
       return new Map(paths.map((p) => [p, entryOf(p)]))
     },
