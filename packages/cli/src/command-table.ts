@@ -85,12 +85,15 @@ const FLAG_TYPE: Readonly<Record<AgentOption['kind'], FlagType>> = { string: 'st
 function agentFlag(key: AgentOption['key'], overrides: Partial<FlagSpec> = {}): FlagSpec {
   const o = AGENT_OPTIONS.find((x) => x.key === key)
   if (!o) throw new Error(`no agent option ${key}`)
+  // An enum's values, from its words (`"static" or "api"`): checked by the parser, listed by help and completion.
+  const choices = o.kind === 'enum' ? [...o.allowed.matchAll(/"([^"]+)"/g)].map((m) => m[1] as string) : undefined
   return {
     name: o.flag.slice(2),
     type: FLAG_TYPE[o.kind],
     ...(o.short ? { short: o.short } : {}),
     ...(o.value ? { value: o.value } : {}),
-    description: o.kind === 'boolean' || o.kind === 'duration' ? o.description : `${o.description} Allowed: ${o.allowed}.`,
+    ...(choices ? { choices } : {}),
+    description: o.kind === 'boolean' || o.kind === 'duration' || choices ? o.description : `${o.description} Allowed: ${o.allowed}.`,
     defaultText: o.defaultText,
     agentKey: o.key,
     aliases: o.aliases.map((a) => ({ name: a.flag.slice(2), ...(a.unit ? { unit: a.unit } : {}) })),
@@ -99,13 +102,13 @@ function agentFlag(key: AgentOption['key'], overrides: Partial<FlagSpec> = {}): 
 }
 
 // Flags of the commands that read the node without running the agent: the agent's names and defaults.
-const HOST = agentFlag('host', { choices: ['mock', 'linux'], defaultValue: 'mock', defaultText: 'mock', description: 'The host: in memory (touches nothing) or the real Linux host (root).' })
+const HOST = agentFlag('host', { defaultValue: 'mock', description: 'The host: in memory (touches nothing) or the real Linux host (root).' })
 const ROOT = agentFlag('rootDir', { defaultValue: '/var/lib/kubevol', description: 'The kubevol root directory.' })
 const MANIFESTS = agentFlag('manifestDir', { defaultText: undefined, description: 'A directory of Pod, PVC, PV, ConfigMap, Secret and CSIDriver manifests, or one such file.' })
 const NODE = agentFlag('nodeName', { description: "This node's name." })
 
 /** `run`: every agent option under the option table's flag (the kubelet's name where it has one). */
-const RUN_AGENT_FLAGS: FlagSpec[] = AGENT_OPTIONS.map((o) => (o.key === 'host' ? { ...agentFlag('host'), choices: ['mock', 'linux'] } : agentFlag(o.key)))
+const RUN_AGENT_FLAGS: FlagSpec[] = AGENT_OPTIONS.map((o) => agentFlag(o.key))
 
 const COMMON_EXITS = [
   { code: 0, meaning: 'success' },

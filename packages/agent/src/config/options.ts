@@ -273,7 +273,7 @@ export const AGENT_OPTIONS: readonly AgentOption[] = [
     flag: '--watch-retry-delay',
     aliases: [ms('--watch-retry-ms')],
   }),
-  option('address', 'string', 'The IP address the HTTP status endpoints listen on.', 'an IP address or host name', '127.0.0.1 (with run --once: 127.0.0.1)', { value: 'IP' }),
+  option('address', 'string', 'The IP address the HTTP status endpoints listen on.', 'an IP address or host name', '127.0.0.1', { value: 'IP' }),
   option('port', 'integer', 'The port of the HTTP status endpoints (0: any free port).', 'an integer from 0 to 65535', '10280 (with run --once: 0)', { value: 'PORT' }),
   option('authTokenFile', 'string', 'A file holding the bearer token every endpoint requires (see --unauthenticated-probes).', 'a file path', 'none (no token)', { value: 'FILE' }),
   option('unauthenticatedProbes', 'boolean', 'With a token: serve /livez and /readyz (without ?verbose) to requests without it, for probes that cannot send one.', 'true or false', 'false'),

@@ -95,7 +95,8 @@ describe('kubevol run --once', () => {
   })
 
   it.each([
-    { argv: ['--mode=cluster'], message: 'mode: "cluster" (from --mode) is not allowed' },
+    { argv: ['--mode=cluster'], message: 'invalid argument "cluster" for "--mode" flag: allowed: static, api' },
+    { argv: ['--config=/nonexistent.yaml'], message: 'config: "/nonexistent.yaml" (from the config path) is not allowed; allowed: a readable file' },
     { argv: ['--kubeconfig', '/k', '--pod-manifest-path', '/m'], message: 'not both' },
     { argv: ['--port', 'http'], message: 'invalid argument "http" for "--port" flag' },
   ])('exits 2 for $message', async ({ argv, message }) => {
