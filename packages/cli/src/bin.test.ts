@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
+import lock from '../../../package-lock.json' with { type: 'json' }
 import pkg from '../package.json' with { type: 'json' }
 
 const PACKAGE = fileURLToPath(new URL('..', import.meta.url))
@@ -22,6 +23,11 @@ describe('the kubevol bin', () => {
     const [mode] = execFileSync('git', ['ls-files', '-s', '--', pkg.bin.kubevol], { cwd: PACKAGE, encoding: 'utf8' }).split(' ')
     expect(mode).toBe('100755')
     expect(statSync(BIN).mode & 0o111).not.toBe(0)
+  })
+
+  it('is the bin the lockfile records, which is what npm ci links', () => {
+    const entry = (lock.packages as Record<string, { bin?: Record<string, string> }>)['packages/cli']
+    expect(entry?.bin?.kubevol).toBe(pkg.bin.kubevol.replace(/^\.\//, ''))
   })
 
   it.skipIf(!existsSync(join(PACKAGE, 'dist', 'main.js')))('runs the built CLI', () => {
