@@ -53,7 +53,7 @@ describe('the pages', () => {
     expect(includes).toBeGreaterThanOrEqual(10)
   })
 
-  it('show only kubevol command lines the CLI accepts', () => {
+  it('show only kubevol command lines the CLI accepts, under the flags\' current names', () => {
     const lines = pages.flatMap(({ file, text }) =>
       fences(text)
         .filter((f) => f.lang === 'sh')
@@ -66,7 +66,10 @@ describe('the pages', () => {
     for (const { file, line } of lines) {
       const argv = line.replace(/^sudo /, '').split(/\s+/).slice(1)
       expect(() => parseCommandLine(argv), `${file}: ${line}`).not.toThrow()
-      expect(parseCommandLine(argv).kind, `${file}: ${line}`).toBe('command')
+      const parsed = parseCommandLine(argv)
+      expect(parsed.kind, `${file}: ${line}`).toBe('command')
+      // The flags' own names, never a deprecated spelling.
+      if (parsed.kind === 'command') expect(parsed.parsed.warnings, `${file}: ${line}`).toEqual([])
     }
   })
 

@@ -71,7 +71,7 @@ export async function runAgentProcess(options: ProcessOptions): Promise<Agent | 
   }
   let agent: Agent
   try {
-    const config = await loadAgentConfig({ argv: options.argv, env: options.env })
+    const config = await loadAgentConfig({ argv: options.argv, env: options.env, warn: (message) => stderr.write(`${message}\n`) })
     agent = await startAgent(config, { env: options.env })
   } catch (err) {
     stderr.write(`kubevol-agent: ${err instanceof Error ? err.message : String(err)}\n`)

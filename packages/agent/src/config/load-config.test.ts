@@ -127,6 +127,12 @@ describe('one flag vocabulary, the kubelet\'s', () => {
     expect(await load(argv)).toMatchObject(expected)
   })
 
+  it('warns of each deprecated spelling as the kubelet does, and of nothing else', async () => {
+    const warnings: string[] = []
+    await loadAgentConfig({ argv: ['--root=/r', '--v=3', '--stats-period-ms=0'], hostname: () => 'h', warn: (m) => warnings.push(m) })
+    expect(warnings).toEqual(['Flag --root has been deprecated, use --root-dir instead', 'Flag --stats-period-ms has been deprecated, use --volume-stats-agg-period instead'])
+  })
+
   it('reads durations from the environment (bare: milliseconds) and the config file', async () => {
     expect(await load([], { KUBEVOL_MANIFEST_RESCAN_MS: '300', KUBEVOL_STUCK_OPERATION_MS: '5m' })).toMatchObject({ manifestRescanMs: 300, stuckOperationMs: 300_000 })
     const files = { '/c.yaml': 'manifestRescanMs: 2m\npodSyncRetryMs: 1500\n' }

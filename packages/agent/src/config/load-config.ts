@@ -86,6 +86,8 @@ export interface LoadConfigOptions {
   readonly readFile?: (path: string) => string
   /** The node name when none is configured. @default os.hostname() */
   readonly hostname?: () => string
+  /** Told of each deprecated flag used (`Flag --root has been deprecated, use --root-dir instead`). @default nothing */
+  readonly warn?: (message: string) => void
 }
 
 /**
@@ -96,7 +98,7 @@ export interface LoadConfigOptions {
 export async function loadAgentConfig(options: LoadConfigOptions = {}): Promise<ResolvedAgentConfig> {
   const env = options.env ?? {}
   const problems: ConfigProblem[] = []
-  const fromFlags = parseFlags(options.argv ?? [], problems)
+  const fromFlags = parseFlags(options.argv ?? [], problems, options.warn)
   const fromEnv = parseEnv(env, problems)
   const configPath = (fromFlags.values.config ?? fromEnv.values.config) as string | undefined
   const merged: Record<string, unknown> = {}
@@ -152,7 +154,7 @@ function convert(option: AgentOption, raw: string, bareMillis = false): unknown 
  * alone is true and takes `--name=false`; `--no-name` also negates a boolean. Deprecated spellings
  * (`--root`, `--manifest-dir`, `--*-ms`) are still read.
  */
-function parseFlags(argv: readonly string[], problems: ConfigProblem[]): Layer {
+function parseFlags(argv: readonly string[], problems: ConfigProblem[], warn?: (message: string) => void): Layer {
   const values: Record<string, unknown> = {}
   const sources = new Map<string, string>()
   for (let i = 0; i < argv.length; i++) {
@@ -180,6 +182,8 @@ function parseFlags(argv: readonly string[], problems: ConfigProblem[]): Layer {
       continue
     }
     const { option, alias } = found
+    // pflag's words for a deprecated flag, as the kubelet prints them.
+    if (alias) warn?.(`Flag ${alias.flag} has been deprecated, use ${option.flag} instead`)
     if (option.kind === 'boolean' && raw === undefined) {
       raw = negated ? 'false' : 'true'
     } else if (raw === undefined) {
