@@ -47,7 +47,7 @@ describe.runIf(built)('start-up weight: @kubernetes/client-node is loaded only i
     { name: "@kubevol/agent's main entry", args: ['--input-type=module', '-e', "await import('@kubevol/agent')"] },
     { name: "the agent's --help", args: ['packages/agent/dist/main.js', '--help'] },
     { name: 'kubevol --help', args: [cliMain, '--help'] },
-    { name: 'kubevol run --once on the examples (static mode)', args: [cliMain, 'run', '--once', '--manifests', 'examples/manifests'] },
+    { name: 'kubevol run --once on the examples (static mode)', args: [cliMain, 'run', '--once', '--pod-manifest-path', 'examples/manifests'] },
   ])('$name does not load it', ({ args }) => {
     const run = loadedModules(args)
     expect(run.status, run.output).toBe(0)

@@ -113,7 +113,7 @@ export async function runCommand(p: ParsedCommand, io: Io, deps: RunDependencies
   const agentDeps: AgentDependencies = {
     env: io.env,
     ...(host ? { host } : {}),
-    // --once prints a report on stdout: logs go to stderr, and only when asked for with --verbosity.
+    // --once prints a report on stdout: logs go to stderr, and only when asked for with -v.
     ...(once ? { log: p.given.has('v') ? { destination: { write: (line: string) => io.stderr.write(line), isTTY: false } } : { silent: true } } : {}),
   }
   const agent = await startAgent(config, agentDeps)
