@@ -28,7 +28,8 @@ if (process.env.KUBEVOL_TEST_MOUNT_NAMESPACE !== 'private') {
 }
 
 const { createGrpcCsiDriver, createLinuxHost } = await import('@kubevol/adapter-linux')
-const { createCsiDriverRegistry, createCsiPlugin, createVolumeManager } = await import('@kubevol/core')
+const { createVolumeManager } = await import('@kubevol/core')
+const { createCsiDriverRegistry, createCsiPlugin } = await import('@kubevol/core/plugins')
 const { buildClaim, buildPod, createMemoryObjectReader, createMemoryPodSource } = await import('@kubevol/core/testing')
 
 const ROUNDS = Number(process.env.KUBEVOL_BENCH_CSI_ROUNDS ?? 200)

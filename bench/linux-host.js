@@ -25,7 +25,9 @@ if (process.env.KUBEVOL_TEST_MOUNT_NAMESPACE !== 'private') {
 }
 
 const { createLinuxHost, parseMountInfo } = await import('@kubevol/adapter-linux')
-const { createBuiltinPlugins, createVolumeManager, reconstructVolumes, createPaths, createPluginManager, ActualStateOfWorld, VolumeJournal, silentLogger, silentMetrics, silentRecorder, systemClock } = await import('@kubevol/core')
+const { createVolumeManager, silentLogger, silentMetrics, silentRecorder, systemClock } = await import('@kubevol/core')
+const { createBuiltinPlugins } = await import('@kubevol/core/plugins')
+const { reconstructVolumes, createPaths, createPluginManager, ActualStateOfWorld, VolumeJournal } = await import('@kubevol/core/engine')
 const { buildPod, createMemoryObjectReader, createMemoryPodSource } = await import('@kubevol/core/testing')
 
 const PODS = 100

@@ -8,7 +8,8 @@
 // KUBEVOL_BENCH_IDLE_PODS, KUBEVOL_BENCH_IDLE_SECONDS.
 import os from 'node:os'
 import { createMemoryHost } from '@kubevol/adapter-mock'
-import { createBuiltinPlugins, createVolumeManager } from '@kubevol/core'
+import { createVolumeManager } from '@kubevol/core'
+import { createBuiltinPlugins } from '@kubevol/core/plugins'
 import { buildPod, createFakePlugin, createMemoryObjectReader, createMemoryPodSource } from '@kubevol/core/testing'
 import { writeResult } from './results.js'
 

@@ -3,7 +3,9 @@
 // manager's start to its actual state holding every volume again.
 import os from 'node:os'
 import { createMemoryHost } from '@kubevol/adapter-mock'
-import { VolumeJournal, createBuiltinPlugins, createPaths, createPluginManager, reconstructVolumes, silentLogger, silentMetrics, silentRecorder, systemClock, ActualStateOfWorld, createVolumeManager } from '@kubevol/core'
+import { silentLogger, silentMetrics, silentRecorder, systemClock, createVolumeManager } from '@kubevol/core'
+import { createBuiltinPlugins } from '@kubevol/core/plugins'
+import { VolumeJournal, createPaths, createPluginManager, reconstructVolumes, ActualStateOfWorld } from '@kubevol/core/engine'
 import { buildPod, createMemoryObjectReader, createMemoryPodSource } from '@kubevol/core/testing'
 import { writeResult } from './results.js'
 

@@ -9,7 +9,8 @@
 // Run with --expose-gc (the package script does).
 import os from 'node:os'
 import { createMemoryHost } from '@kubevol/adapter-mock'
-import { createBuiltinPlugins, createVolumeManager } from '@kubevol/core'
+import { createVolumeManager } from '@kubevol/core'
+import { createBuiltinPlugins } from '@kubevol/core/plugins'
 import { createFakePlugin, createMemoryObjectReader, createMemoryPodSource } from '@kubevol/core/testing'
 import { writeResult } from './results.js'
 

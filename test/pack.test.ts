@@ -36,7 +36,10 @@ const packages = [
 
 /** Names some entry points must export: the ones the READMEs and the examples use. */
 const expectedExports: Readonly<Record<string, readonly string[]>> = {
-  '@kubevol/core': ['createVolumeManager', 'createBuiltinPlugins', 'createMemoryPodSource', 'createMemoryObjectReader', 'systemClock', 'ConfigError', 'WaitError'],
+  '@kubevol/core': ['createVolumeManager', 'createMemoryPodSource', 'createMemoryObjectReader', 'systemClock', 'ConfigError', 'WaitError'],
+  '@kubevol/core/plugins': ['createBuiltinPlugins', 'createCsiPlugin', 'createCsiDriverRegistry'],
+  '@kubevol/core/engine': ['ActualStateOfWorld', 'DesiredStateOfWorld', 'Reconciler', 'OperationExecutor', 'reconstructVolumes', 'VolumeJournal'],
+  '@kubevol/core/host': ['joinPath', 'removeUnmounted'],
   '@kubevol/core/testing': ['createMemoryPodSource', 'createMemoryObjectReader', 'createFakePlugin', 'createFakeClock', 'createHarness', 'buildPod', 'fakeVolume'],
   '@kubevol/adapter-mock': ['createMemoryHost'],
   '@kubevol/adapter-linux': ['createLinuxHost'],

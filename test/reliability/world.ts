@@ -8,7 +8,8 @@
  * the host and on the fake plugins; every breach is recorded in `violations` with what was going on.
  */
 import { type MemoryHost, createMemoryHost } from '@kubevol/adapter-mock'
-import { HostError, type Pod, VolumeOperationFailure, createBuiltinPlugins } from '@kubevol/core'
+import { HostError, type Pod, VolumeOperationFailure } from '@kubevol/core'
+import { createBuiltinPlugins } from '@kubevol/core/plugins'
 import { type FakeCall, type FakeClock, type FakePlugin, type Harness, createFakePlugin, createHarness } from '@kubevol/core/testing'
 import { createFastClock } from './fast-clock.js'
 

@@ -2,7 +2,7 @@
 import { createMemoryHost } from '@kubevol/adapter-mock'
 import { createFakeClock } from '@kubevol/core/testing'
 import { afterEach, describe, expect, it } from 'vitest'
-import { type FileProjection, type Payload, writeAtomically } from '@kubevol/core'
+import { type FileProjection, type Payload, writeAtomically } from '@kubevol/core/plugins'
 
 const DIR = '/vol'
 const START = Date.UTC(2026, 10, 29, 10, 0, 0, 123)

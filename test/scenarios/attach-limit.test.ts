@@ -5,7 +5,8 @@
  * `nodeAllocatableUpdatePeriodSeconds`) gets the kubelet's attach-limit error, not the plain one.
  */
 import { createMemoryHost } from '@kubevol/adapter-mock'
-import { createBuiltinPlugins, type CSIDriver, NotFoundError, type VolumeAttachment, VolumeAttachLimitExceededError, WaitError } from '@kubevol/core'
+import { type CSIDriver, NotFoundError, type VolumeAttachment, VolumeAttachLimitExceededError, WaitError } from '@kubevol/core'
+import { createBuiltinPlugins } from '@kubevol/core/plugins'
 import { buildClaim, buildPod, createFakeClock, createHarness } from '@kubevol/core/testing'
 import { afterEach, describe, expect, it } from 'vitest'
 import { attachmentName, createCsiDriverRegistry, createCsiPlugin } from '../../packages/core/src/plugins/csi/index.js'

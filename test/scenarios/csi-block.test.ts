@@ -6,7 +6,8 @@
  * journal (from vol_data.json alone).
  */
 import { createMemoryHost } from '@kubevol/adapter-mock'
-import { createBuiltinPlugins, type Pod, type VolumeManagerOptions } from '@kubevol/core'
+import { type Pod, type VolumeManagerOptions } from '@kubevol/core'
+import { createBuiltinPlugins } from '@kubevol/core/plugins'
 import { buildClaim, buildPod, createFakeClock, createHarness } from '@kubevol/core/testing'
 import { afterEach, describe, expect, it } from 'vitest'
 import { createCsiDriverRegistry, createCsiPlugin, type CsiNodeCapability, csiError } from '../../packages/core/src/plugins/csi/index.js'

@@ -10,7 +10,8 @@
  * unstage never overlap any other call of the volume.
  */
 import { createMemoryHost } from '@kubevol/adapter-mock'
-import { createBuiltinPlugins, type Pod } from '@kubevol/core'
+import { type Pod } from '@kubevol/core'
+import { createBuiltinPlugins } from '@kubevol/core/plugins'
 import { buildClaim, buildPod, createFakeClock, createHarness, type Harness } from '@kubevol/core/testing'
 import { describe, expect, it } from 'vitest'
 import { createCsiDriverRegistry, createCsiPlugin, csiError } from '../../packages/core/src/plugins/csi/index.js'

@@ -7,7 +7,8 @@
  * expanded without the pod changing.
  */
 import { createMemoryHost } from '@kubevol/adapter-mock'
-import { createBuiltinPlugins, type PersistentVolumeClaim, type Pod } from '@kubevol/core'
+import { type PersistentVolumeClaim, type Pod } from '@kubevol/core'
+import { createBuiltinPlugins } from '@kubevol/core/plugins'
 import { buildClaim, buildPod, createFakeClock, createHarness } from '@kubevol/core/testing'
 import { afterEach, describe, expect, it } from 'vitest'
 import { createCsiDriverRegistry, createCsiPlugin, csiError, type GrpcCodeName } from '../../packages/core/src/plugins/csi/index.js'

@@ -4,7 +4,8 @@
  * classified as uncertain or final, and restart reconstruction from vol_data.json.
  */
 import { createMemoryHost } from '@kubevol/adapter-mock'
-import { createBuiltinPlugins, type CSIDriver, NotFoundError, type Pod, type TokenSource, type VolumeAttachment } from '@kubevol/core'
+import { type CSIDriver, NotFoundError, type Pod, type TokenSource, type VolumeAttachment } from '@kubevol/core'
+import { createBuiltinPlugins } from '@kubevol/core/plugins'
 import { buildClaim, buildPod, createFakeClock, createHarness, type FakeClock } from '@kubevol/core/testing'
 import { afterEach, describe, expect, it } from 'vitest'
 import {

@@ -4,14 +4,8 @@
  * `namespace/name` (that used to match nothing and answer "no volumes").
  */
 import { createMemoryHost } from '@kubevol/adapter-mock'
-import {
-  ConfigError,
-  type VolumeManagerOptions,
-  createBuiltinPlugins,
-  createMemoryObjectReader,
-  createMemoryPodSource,
-  createVolumeManager,
-} from '@kubevol/core'
+import { ConfigError, type VolumeManagerOptions, createMemoryObjectReader, createMemoryPodSource, createVolumeManager } from '@kubevol/core'
+import { createBuiltinPlugins } from '@kubevol/core/plugins'
 import { buildPod, fakeVolume } from '@kubevol/core/testing'
 import { afterEach, describe, expect, it } from 'vitest'
 import { scenario } from './setup.js'

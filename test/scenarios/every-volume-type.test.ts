@@ -1,5 +1,6 @@
 import { createMemoryHost } from '@kubevol/adapter-mock'
-import { FILE_DISK_DRIVER, createBuiltinPlugins, type MetricLabels, type Pod, type Volume } from '@kubevol/core'
+import { type MetricLabels, type Pod, type Volume } from '@kubevol/core'
+import { FILE_DISK_DRIVER, createBuiltinPlugins } from '@kubevol/core/plugins'
 import { buildClaim, buildPod, createFakeClock, createHarness } from '@kubevol/core/testing'
 import { describe, expect, it } from 'vitest'
 

@@ -5,7 +5,9 @@
  * step and detached when that step is undone). (The real-kernel side:
  * packages/adapter-linux/src/file-disk-attach-required.test.ts.)
  */
-import { createBuiltinPlugins, FILE_DISK_DRIVER, type Pod, type Volume, VolumeJournal, silentLogger } from '@kubevol/core'
+import { type Pod, type Volume, silentLogger } from '@kubevol/core'
+import { createBuiltinPlugins, FILE_DISK_DRIVER } from '@kubevol/core/plugins'
+import { VolumeJournal } from '@kubevol/core/engine'
 import { buildClaim, buildPod, createHarness } from '@kubevol/core/testing'
 import { afterEach, describe, expect, it } from 'vitest'
 import { podMounts, scenario } from './setup.js'

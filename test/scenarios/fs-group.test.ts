@@ -1,5 +1,6 @@
 import { createMemoryHost } from '@kubevol/adapter-mock'
-import { type Clock, setVolumeOwnership, silentLogger, systemClock } from '@kubevol/core'
+import { type Clock, silentLogger, systemClock } from '@kubevol/core'
+import { setVolumeOwnership } from '@kubevol/core/plugins'
 import { describe, expect, it } from 'vitest'
 
 async function volume() {

@@ -1,5 +1,7 @@
 import { createMemoryHost } from '@kubevol/adapter-mock'
-import { VolumeJournal, createBuiltinPlugins, silentLogger } from '@kubevol/core'
+import { silentLogger } from '@kubevol/core'
+import { createBuiltinPlugins } from '@kubevol/core/plugins'
+import { VolumeJournal } from '@kubevol/core/engine'
 import { buildPod, createFakeClock, createHarness } from '@kubevol/core/testing'
 import { describe, expect, it } from 'vitest'
 

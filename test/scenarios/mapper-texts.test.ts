@@ -2,7 +2,7 @@
  * Block volumes of a plugin that cannot map them: the kubelet's generation error, "... to find
  * BlockVolumeMapper plugin. Volume plugin is nil." as part of the prefix (SPEC §6.1).
  */
-import { createBuiltinPlugins } from '@kubevol/core'
+import { createBuiltinPlugins } from '@kubevol/core/plugins'
 import { buildClaim, buildPod } from '@kubevol/core/testing'
 import { afterEach, expect, it } from 'vitest'
 import { scenario } from './setup.js'

@@ -1,15 +1,11 @@
 /** configMap, secret, downwardAPI and projected volumes (SPEC §7.6) through the whole manager, on the in-memory host. */
 import { createMemoryHost } from '@kubevol/adapter-mock'
 import type { ObjectReader, Pod, ServiceAccountToken, TokenSource, Volume } from '@kubevol/core'
-import { createPaths, createPluginManager, silentLogger, silentMetrics, silentRecorder } from '@kubevol/core'
+import { silentLogger, silentMetrics, silentRecorder } from '@kubevol/core'
+import { createPaths, createPluginManager } from '@kubevol/core/engine'
 import { buildPod, createFakeClock, createMemoryObjectReader } from '@kubevol/core/testing'
 import { afterEach, describe, expect, it } from 'vitest'
-import {
-  createConfigMapPlugin,
-  createDownwardAPIPlugin,
-  createProjectedPlugin,
-  createSecretPlugin,
-} from '@kubevol/core'
+import { createConfigMapPlugin, createDownwardAPIPlugin, createProjectedPlugin, createSecretPlugin } from '@kubevol/core/plugins'
 import { podMounts, scenario } from './setup.js'
 
 const ROOT = '/var/lib/kubevol'

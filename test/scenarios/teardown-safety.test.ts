@@ -4,7 +4,8 @@
  * real kernel in adapter-linux's teardown-safety test).
  */
 import { createMemoryHost } from '@kubevol/adapter-mock'
-import { type Logger, type Pod, HostError, cleanupMountPoint, createBuiltinPlugins } from '@kubevol/core'
+import { type Logger, type Pod, HostError } from '@kubevol/core'
+import { cleanupMountPoint, createBuiltinPlugins } from '@kubevol/core/plugins'
 import { buildPod, createFakeClock, createHarness, fakeVolume, type Harness } from '@kubevol/core/testing'
 import { afterEach, describe, expect, it } from 'vitest'
 

@@ -1,16 +1,8 @@
 // Embedding the core in your own agent: implement the ports you need (here a PodSource of your own,
 // and a Recorder, Metrics and Logger that collect), run the manager, ask it questions.
 import { createMemoryHost } from '@kubevol/adapter-mock'
-import {
-  type Logger,
-  type Metrics,
-  type Pod,
-  type PodSource,
-  type Recorder,
-  createBuiltinPlugins,
-  createMemoryObjectReader,
-  createVolumeManager,
-} from '@kubevol/core'
+import { type Logger, type Metrics, type Pod, type PodSource, type Recorder, createMemoryObjectReader, createVolumeManager } from '@kubevol/core'
+import { createBuiltinPlugins } from '@kubevol/core/plugins'
 import { buildPod } from '@kubevol/core/testing'
 
 /** A pod source over a plain list: your agent would fill it from its own view of the node. */

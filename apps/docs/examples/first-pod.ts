@@ -1,6 +1,7 @@
 // A first pod: a real volume manager on the in-memory host, with the built-in plugins.
 import { createMemoryHost } from '@kubevol/adapter-mock'
-import { createBuiltinPlugins, createVolumeManager, uniquePodName } from '@kubevol/core'
+import { createVolumeManager, uniquePodName } from '@kubevol/core'
+import { createBuiltinPlugins } from '@kubevol/core/plugins'
 import { buildPod, createMemoryObjectReader, createMemoryPodSource } from '@kubevol/core/testing'
 
 export async function run() {

@@ -1,14 +1,7 @@
 // Which plugin serves a volume, and what it can do: the plugin manager asks each plugin's
 // `canSupport` (exactly one must say yes) and reads its capabilities from the members it has.
-import {
-  type Volume,
-  type VolumeSpec,
-  createBuiltinPlugins,
-  createCsiDriverRegistry,
-  createCsiPlugin,
-  specFromPersistentVolume,
-  specFromVolume,
-} from '@kubevol/core'
+import { type Volume, type VolumeSpec, specFromPersistentVolume, specFromVolume } from '@kubevol/core'
+import { createBuiltinPlugins, createCsiDriverRegistry, createCsiPlugin } from '@kubevol/core/plugins'
 import { createTestPluginManager } from '@kubevol/core/testing'
 
 export async function run() {

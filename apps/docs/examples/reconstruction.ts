@@ -2,7 +2,7 @@
 // actual state from the journal and the pods directory before its first pass, so nothing is
 // mounted twice and nothing a pod still uses is torn down.
 import { createMemoryHost } from '@kubevol/adapter-mock'
-import { createBuiltinPlugins } from '@kubevol/core'
+import { createBuiltinPlugins } from '@kubevol/core/plugins'
 import { buildPod, createFakeClock, createHarness, fakeVolume } from '@kubevol/core/testing'
 
 export async function run() {

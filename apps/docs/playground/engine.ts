@@ -14,10 +14,10 @@ import {
   type VolumeManagerEvent,
   HostError,
   VolumeOperationFailure,
-  createBuiltinPlugins,
   createVolumeManager,
   systemClock,
 } from '@kubevol/core'
+import { createBuiltinPlugins } from '@kubevol/core/plugins'
 import {
   type FakePlugin,
   type FakeStep,

@@ -19,7 +19,8 @@
 import { existsSync, unlinkSync } from 'node:fs'
 import * as grpc from '@grpc/grpc-js'
 import { csiProto, socketPath, unixAddress } from '@kubevol/adapter-linux'
-import type { CsiNodeCapability, Host } from '@kubevol/core'
+import type { Host } from '@kubevol/core'
+import type { CsiNodeCapability } from '@kubevol/core/plugins'
 
 export interface HostpathCsiDriverOptions {
   readonly host: Host

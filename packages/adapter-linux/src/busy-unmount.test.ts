@@ -1,6 +1,7 @@
 /** A volume a process still uses cannot be unmounted: the failure names the process and mounts holding it. */
 import { spawn } from 'node:child_process'
-import { createBuiltinPlugins, createVolumeManager } from '@kubevol/core'
+import { createVolumeManager } from '@kubevol/core'
+import { createBuiltinPlugins } from '@kubevol/core/plugins'
 import { buildPod, createMemoryObjectReader, createMemoryPodSource } from '@kubevol/core/testing'
 import { expect, it, vi } from 'vitest'
 import { describeAsRoot } from '../test/as-root.js'

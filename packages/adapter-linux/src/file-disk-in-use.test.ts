@@ -6,7 +6,8 @@
  */
 import { execFileSync, spawnSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
-import { FILE_DISK_DRIVER, type VolumeEvent, createBuiltinPlugins, createVolumeManager } from '@kubevol/core'
+import { type VolumeEvent, createVolumeManager } from '@kubevol/core'
+import { FILE_DISK_DRIVER, createBuiltinPlugins } from '@kubevol/core/plugins'
 import { buildClaim, buildPod, createMemoryObjectReader, createMemoryPodSource } from '@kubevol/core/testing'
 import { expect, it } from 'vitest'
 import { describeAsRoot } from '../test/as-root.js'

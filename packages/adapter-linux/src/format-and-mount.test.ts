@@ -5,7 +5,7 @@
  * "not clean" stays so across a mount and unmount, and only a check marks it clean.
  */
 import { execFileSync } from 'node:child_process'
-import { FormatAndMountError, formatAndMount } from '@kubevol/core'
+import { FormatAndMountError, formatAndMount } from '@kubevol/core/plugins'
 import { expect, it } from 'vitest'
 import { describeAsRoot } from '../test/as-root.js'
 import { useLinuxHost } from '../test/harness.js'

@@ -4,7 +4,8 @@
  * same batch (before and after the blocked one) and in later batches answer at once, calls on the
  * hung filesystem wait in its lane without taking a new worker each, and `/` is never quarantined.
  */
-import { createBuiltinPlugins, createVolumeManager } from '@kubevol/core'
+import { createVolumeManager } from '@kubevol/core'
+import { createBuiltinPlugins } from '@kubevol/core/plugins'
 import { buildPod, createMemoryObjectReader, createMemoryPodSource } from '@kubevol/core/testing'
 import { expectHostError } from '@kubevol/core/testing/host-contract'
 import { afterEach, expect, it, vi } from 'vitest'

@@ -6,7 +6,8 @@
  * ever mounted; nothing outside the kubevol root is mounted; deleting the pods leaves no mount.
  */
 import { mkdirSync, readFileSync, readdirSync, renameSync, symlinkSync, writeFileSync } from 'node:fs'
-import { type Host, type Pod, type VolumeEvent, createBuiltinPlugins, createVolumeManager } from '@kubevol/core'
+import { type Host, type Pod, type VolumeEvent, createVolumeManager } from '@kubevol/core'
+import { createBuiltinPlugins } from '@kubevol/core/plugins'
 import { createMemoryObjectReader, createMemoryPodSource } from '@kubevol/core/testing'
 import { expect, it } from 'vitest'
 import { describeAsRoot } from '../test/as-root.js'

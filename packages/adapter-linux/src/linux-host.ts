@@ -23,7 +23,8 @@ import type {
   SubPaths,
   UnmountOptions,
 } from '@kubevol/core'
-import { HostError, isHostError, joinPath, removeUnmountedOneByOne } from '@kubevol/core'
+import { HostError, isHostError } from '@kubevol/core'
+import { joinPath, removeUnmountedOneByOne } from '@kubevol/core/host'
 import { errnoError, toHostError } from './errno.js'
 import { findHolders } from './holders.js'
 import { createBlockDevices } from './block-devices.js'

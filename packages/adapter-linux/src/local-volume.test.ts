@@ -6,7 +6,8 @@
  */
 import { execFileSync } from 'node:child_process'
 import { readFileSync, writeFileSync } from 'node:fs'
-import { createBuiltinPlugins, createVolumeManager, type VolumeManager } from '@kubevol/core'
+import { createVolumeManager, type VolumeManager } from '@kubevol/core'
+import { createBuiltinPlugins } from '@kubevol/core/plugins'
 import { buildClaim, buildPod, createMemoryObjectReader, createMemoryPodSource } from '@kubevol/core/testing'
 import { expect, it } from 'vitest'
 import { describeAsRoot } from '../test/as-root.js'

@@ -7,7 +7,8 @@
  * on a mount point that appeared in between. An empty directory is removed at once with rmdir(2).
  */
 import type { FileInfo, MountEntry } from '@kubevol/core'
-import { HostError, joinPath } from '@kubevol/core'
+import { HostError } from '@kubevol/core'
+import { joinPath } from '@kubevol/core/host'
 import { isPathWithin } from './mountinfo.js'
 
 /** What removeAll needs from the host: its calls, each off the main thread and mapped to HostErrors. */

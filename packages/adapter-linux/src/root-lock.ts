@@ -7,7 +7,8 @@
  */
 import { closeSync, constants, fstatSync, ftruncateSync, openSync, readFileSync, writeSync } from 'node:fs'
 import type { RootLock } from '@kubevol/core'
-import { HostError, joinPath } from '@kubevol/core'
+import { HostError } from '@kubevol/core'
+import { joinPath } from '@kubevol/core/host'
 import { errnoError, toHostError } from './errno.js'
 import type { Libc } from './libc.js'
 

@@ -5,7 +5,9 @@
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
 import { lstatSync, mkdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
-import { type Pod, cleanupMountPoint, createBuiltinPlugins, createVolumeManager, removeUnmounted } from '@kubevol/core'
+import { type Pod, createVolumeManager } from '@kubevol/core'
+import { cleanupMountPoint, createBuiltinPlugins } from '@kubevol/core/plugins'
+import { removeUnmounted } from '@kubevol/core/host'
 import { buildPod, createMemoryObjectReader, createMemoryPodSource } from '@kubevol/core/testing'
 import { afterEach, expect, it } from 'vitest'
 import { describeAsRoot } from '../test/as-root.js'

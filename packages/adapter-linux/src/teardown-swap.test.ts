@@ -5,7 +5,8 @@
  * files in the tree the links point at are checked by content; the sibling of teardown-safety.test.ts.
  */
 import { mkdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
-import { type Logger, type Pod, createBuiltinPlugins, createVolumeManager } from '@kubevol/core'
+import { type Logger, type Pod, createVolumeManager } from '@kubevol/core'
+import { createBuiltinPlugins } from '@kubevol/core/plugins'
 import { buildPod, createMemoryObjectReader, createMemoryPodSource } from '@kubevol/core/testing'
 import { expect, it } from 'vitest'
 import { describeAsRoot } from '../test/as-root.js'

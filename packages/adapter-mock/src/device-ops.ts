@@ -4,7 +4,8 @@
  * and remount (and, for a loop device, detach and re-attach of the same file).
  */
 import type { FsStats, LoopDeviceStatus } from '@kubevol/core'
-import { dirname, HostError } from '@kubevol/core'
+import { HostError } from '@kubevol/core'
+import { dirname } from '@kubevol/core/host'
 import type { BlockDevice } from './devices.js'
 import { backingSize, imageOf } from './devices.js'
 import { mkdir } from './file-ops.js'

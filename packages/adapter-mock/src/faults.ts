@@ -4,7 +4,8 @@
  * and `delay` are interceptors; `markBusy` marks a mount the kernel would refuse to unmount (EBUSY).
  */
 import type { Clock, HostErrorCode } from '@kubevol/core'
-import { HostError, joinPath } from '@kubevol/core'
+import { HostError } from '@kubevol/core'
+import { joinPath } from '@kubevol/core/host'
 
 /**
  * One call into the host. `method` is the Host member (`mkdir`, `mount`, `statfs`) or

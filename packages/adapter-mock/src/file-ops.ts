@@ -3,7 +3,8 @@
  * owners. Each is synchronous and throws a HostError with the errno the kernel would give.
  */
 import type { FileInfo } from '@kubevol/core'
-import { dirname, HostError } from '@kubevol/core'
+import { HostError } from '@kubevol/core'
+import { dirname } from '@kubevol/core/host'
 import type { HostState } from './host-state.js'
 import { assertWritable } from './host-state.js'
 import { lookup, lookupExisting, tryLookup } from './lookup.js'

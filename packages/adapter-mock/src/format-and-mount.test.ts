@@ -3,7 +3,7 @@
  * existing filesystem, the type asked or not, and never before a read-only one.
  */
 import type { HostCall } from './faults.js'
-import { formatAndMount } from '@kubevol/core'
+import { formatAndMount } from '@kubevol/core/plugins'
 import { describe, expect, it } from 'vitest'
 import { createMemoryHost } from './memory-host.js'
 

@@ -5,7 +5,7 @@
  * the same path goes on top of the first.
  */
 import type { MountEntry } from '@kubevol/core'
-import { joinPath } from '@kubevol/core'
+import { joinPath } from '@kubevol/core/host'
 import type { BlockDevice } from './devices.js'
 import type { Filesystem } from './filesystem.js'
 import { directoryMoves } from './filesystem.js'

@@ -5,7 +5,8 @@
  * symlink swapped in before the call is caught by the no-follow walk (ELOOP), never followed. A
  * missing sub path is created first, as safely.
  */
-import { HostError, joinPath } from '@kubevol/core'
+import { HostError } from '@kubevol/core'
+import { joinPath } from '@kubevol/core/host'
 import { chmod, mkdir, readlink, statPath, writeFile } from './file-ops.js'
 import type { HostState } from './host-state.js'
 import { mount } from './mount-ops.js'

@@ -5,7 +5,7 @@
  * static registration and the registration watcher.
  */
 import { type MemoryHost, createMemoryHost } from '@kubevol/adapter-mock'
-import type { CsiDriverRegistry } from '@kubevol/core'
+import type { CsiDriverRegistry } from '@kubevol/core/plugins'
 import { createMemoryCsiDriver } from '@kubevol/core/testing'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { get, until } from '../test/helpers.js'

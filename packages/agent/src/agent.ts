@@ -9,7 +9,6 @@ import type { KubeConfig } from '@kubernetes/client-node'
 import { createMemoryHost } from '@kubevol/adapter-mock'
 import {
   type Clock,
-  type CsiDriverRegistry,
   type Host,
   type ObjectReader,
   type Pod,
@@ -20,11 +19,11 @@ import {
   type VolumeManagerOptions,
   type VolumePlugin,
   type VolumeStats,
-  createBuiltinPlugins,
   createVolumeManager,
   errorMessage,
   systemClock,
 } from '@kubevol/core'
+import { type CsiDriverRegistry, createBuiltinPlugins } from '@kubevol/core/plugins'
 import { resolveAgentConfig } from './config/load-config.js'
 import type { AgentConfigInput, ResolvedAgentConfig } from './config/options.js'
 import { type AgentCsi, startCsi } from './csi-drivers.js'

@@ -4,14 +4,8 @@
  * plugin-registration watcher on `pluginRegistrationDir` (`pluginRegistration`), and in API
  * mode this node's CSINode object and node ID annotation kept in step with the registry.
  */
-import {
-  type CsiDriverRegistry,
-  type CsiVolumePlugin,
-  type Logger,
-  createCsiDriverRegistry,
-  createCsiPlugin,
-  errorMessage,
-} from '@kubevol/core'
+import { type Logger, errorMessage } from '@kubevol/core'
+import { type CsiDriverRegistry, type CsiVolumePlugin, createCsiDriverRegistry, createCsiPlugin } from '@kubevol/core/plugins'
 import type { ResolvedAgentConfig } from './config/options.js'
 import type { CsiNodeUpdater, createCsiNodeUpdater, syncCsiNodeWithRegistry } from './kube/csi-node.js'
 import type { KubeClients } from './kube/kube-client.js'

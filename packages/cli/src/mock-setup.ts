@@ -7,7 +7,7 @@ import { readFileSync, readdirSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { type MemoryHost, createMemoryHost } from '@kubevol/adapter-mock'
 import { type ManifestObject, parseManifests } from '@kubevol/agent'
-import { FILE_DISK_DRIVER, parseQuantity } from '@kubevol/core'
+import { FILE_DISK_DRIVER, parseQuantity } from '@kubevol/core/plugins'
 
 const MANIFEST_FILE = /\.(ya?ml|json)$/
 

@@ -5,7 +5,9 @@
  * the middle of NodeStageVolume, then started again, for both.
  */
 import { closeSync, openSync, readFileSync, readSync, statSync, writeSync } from 'node:fs'
-import { createCsiDriverRegistry, createCsiPlugin, createVolumeManager, type Pod, sha256Hex } from '@kubevol/core'
+import { createVolumeManager, type Pod } from '@kubevol/core'
+import { createCsiDriverRegistry, createCsiPlugin } from '@kubevol/core/plugins'
+import { sha256Hex } from '@kubevol/core/testing'
 import { buildClaim, buildPod, createMemoryObjectReader, createMemoryPodSource } from '@kubevol/core/testing'
 import { afterEach, expect, it } from 'vitest'
 import { describeAsRoot } from '../../test/as-root.js'

@@ -4,7 +4,7 @@
  * volumes, the gRPC codes as core's CsiError, deadlines.
  */
 import { readFileSync, statSync, writeFileSync } from 'node:fs'
-import { CsiError, type CsiVolumeCapability, isFinalCsiError } from '@kubevol/core'
+import { CsiError, type CsiVolumeCapability, isFinalCsiError } from '@kubevol/core/plugins'
 import { afterEach, expect, it } from 'vitest'
 import { describeAsRoot } from '../../test/as-root.js'
 import { useLinuxHost } from '../../test/harness.js'

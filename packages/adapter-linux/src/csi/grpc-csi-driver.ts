@@ -17,7 +17,7 @@ import {
   type CsiNodeCapability,
   type CsiVolumeCapability,
   type CsiVolumeStats,
-} from '@kubevol/core'
+} from '@kubevol/core/plugins'
 import { csiProto, unixAddress } from './proto.js'
 
 export interface GrpcCsiDriverOptions {

@@ -8,7 +8,8 @@
 import { type FSWatcher, mkdirSync, readdirSync, statSync, watch } from 'node:fs'
 import { join } from 'node:path'
 import * as grpc from '@grpc/grpc-js'
-import type { CsiDriverRegistry, Logger } from '@kubevol/core'
+import type { Logger } from '@kubevol/core'
+import type { CsiDriverRegistry } from '@kubevol/core/plugins'
 import { createGrpcCsiDriver } from './grpc-csi-driver.js'
 import { registrationProto, unixAddress } from './proto.js'
 

@@ -2,7 +2,7 @@
  * Static registration from configuration: drivers whose sockets are known in advance, registered
  * without the plugin-registration handshake.
  */
-import type { CsiDriverRegistry } from '@kubevol/core'
+import type { CsiDriverRegistry } from '@kubevol/core/plugins'
 import { createGrpcCsiDriver } from './grpc-csi-driver.js'
 
 export interface StaticCsiDriver {

@@ -1,4 +1,4 @@
-import { type CsiDriver, createCsiDriverRegistry } from '@kubevol/core'
+import { type CsiDriver, createCsiDriverRegistry } from '@kubevol/core/plugins'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { until } from '../../test/helpers.js'
 import { type FakeApiServer, startFakeApiServer } from '../testing/index.js'

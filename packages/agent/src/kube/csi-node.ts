@@ -10,7 +10,8 @@
  * one pass, again after any failure (with backoff) and after any change meanwhile. The CSINode is
  * created on first need, owned by the Node so it goes with it.
  */
-import type { CsiDriverRegistry, Logger } from '@kubevol/core'
+import type { Logger } from '@kubevol/core'
+import type { CsiDriverRegistry } from '@kubevol/core/plugins'
 import { errorMessage } from '@kubevol/core'
 import { type KubeClients, MERGE_PATCH, apiErrorMessage, statusCodeOf, toPlain } from './kube-client.js'
 

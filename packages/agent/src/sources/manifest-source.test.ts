@@ -1,6 +1,7 @@
 import { mkdirSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { NotFoundError, type Pod, type Volume, resolveVolumeSpec, silentLogger } from '@kubevol/core'
+import { NotFoundError, type Pod, type Volume, silentLogger } from '@kubevol/core'
+import { resolveVolumeSpec } from '@kubevol/core/engine'
 import { afterEach, describe, expect, it } from 'vitest'
 import { tempDir, until } from '../../test/helpers.js'
 import { type ManifestSource, createManifestSource, staticPodUID } from './manifest-source.js'

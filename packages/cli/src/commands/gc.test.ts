@@ -1,5 +1,6 @@
 import { createMemoryHost } from '@kubevol/adapter-mock'
-import { type JournalRecord, VolumeJournal, silentLogger } from '@kubevol/core'
+import { silentLogger } from '@kubevol/core'
+import { type JournalRecord, VolumeJournal } from '@kubevol/core/engine'
 import { describe, expect, it } from 'vitest'
 import { cli } from '../../test/helpers.js'
 

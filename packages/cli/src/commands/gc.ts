@@ -8,17 +8,10 @@
 import { hostname } from 'node:os'
 import { isAbsolute, resolve } from 'node:path'
 import { type ManifestSource, createManifestSource } from '@kubevol/agent'
-import {
-  type Host,
-  type ObjectReader,
-  type OrphanCleanupReport,
-  type PodSource,
-  VolumeJournal,
-  createBuiltinPlugins,
-  createVolumeManager,
-  joinPath,
-  silentLogger,
-} from '@kubevol/core'
+import { type Host, type ObjectReader, type OrphanCleanupReport, type PodSource, createVolumeManager, silentLogger } from '@kubevol/core'
+import { createBuiltinPlugins } from '@kubevol/core/plugins'
+import { VolumeJournal } from '@kubevol/core/engine'
+import { joinPath } from '@kubevol/core/host'
 import { CommandFailed, EXIT } from '../errors.js'
 import { hostFor } from '../host-loader.js'
 import { type Io, type OutputFormat, renderData, renderTable, tableOptions } from '../output.js'

@@ -1,6 +1,7 @@
 import { createMemoryHost } from '@kubevol/adapter-mock'
 import { createManifestSource, startAgent } from '@kubevol/agent'
-import { createBuiltinPlugins, createVolumeManager, silentLogger } from '@kubevol/core'
+import { createVolumeManager, silentLogger } from '@kubevol/core'
+import { createBuiltinPlugins } from '@kubevol/core/plugins'
 import { describe, expect, it } from 'vitest'
 import { EXAMPLES, cli } from '../../test/helpers.js'
 import { prepareMemoryHost, readManifestObjects } from '../mock-setup.js'

@@ -3,7 +3,9 @@
  * (what kubevol set out to do and how far it got), the pod volume directories on disk (and whether
  * each is a mount point), and the mounts under the root.
  */
-import { type Host, createPaths, decodeUtf8, isHostError, joinPath, parseJournal, replay, scanPodVolumes, silentLogger } from '@kubevol/core'
+import { type Host, isHostError, silentLogger } from '@kubevol/core'
+import { createPaths, parseJournal, replay, scanPodVolumes } from '@kubevol/core/engine'
+import { decodeUtf8, joinPath } from '@kubevol/core/host'
 import { EXIT } from '../errors.js'
 import { hostFor } from '../host-loader.js'
 import { type Io, type OutputFormat, renderData, renderTable, tableOptions } from '../output.js'

@@ -6,7 +6,8 @@
  */
 import { createMemoryHost } from '@kubevol/adapter-mock'
 import { formatDuration } from '@kubevol/agent'
-import { HostError, type Pod, type Volume, createBuiltinPlugins, createVolumeManager } from '@kubevol/core'
+import { HostError, type Pod, type Volume, createVolumeManager } from '@kubevol/core'
+import { createBuiltinPlugins } from '@kubevol/core/plugins'
 import { createMemoryObjectReader, createMemoryPodSource } from '@kubevol/core/testing'
 import { CommandFailed, EXIT, UsageError } from '../errors.js'
 import { type Io, type OutputFormat, renderData, renderTable, tableOptions } from '../output.js'

@@ -11,3 +11,6 @@ export * from './builders.js'
 export * from './harness.js'
 export * from './plugin-context.js'
 export * from './csi/index.js'
+// The CSI plugin names a volume's staging directory by the SHA-256 of its handle (as the kubelet
+// does); tests that look for that directory compute the name with this.
+export { sha256Hex } from '../plugins/csi/sha256.js'
