@@ -7,7 +7,13 @@
  * - Gauges are computed at scrape time from the manager: `volume_manager_total_volumes`,
  *   `kubelet_volume_stats_*` per PVC (from the last collection), and kubevol's own `kubevol_*`.
  */
-import { type MetricLabels, type Metrics, OPERATION_DURATION_BUCKETS, type VolumeManager, type VolumeStats } from '@kubevol/core'
+import {
+  type MetricLabels,
+  type Metrics,
+  OPERATION_DURATION_BUCKETS,
+  type VolumeManager,
+  type VolumeStats,
+} from '@kubevol/core'
 import { Counter, Gauge, Histogram, Registry } from 'prom-client'
 
 type Kind = 'counter' | 'histogram' | 'gauge'

@@ -7,7 +7,16 @@
  * is deleted once nothing of it is mounted (the kubelet's status manager does the same, which is
  * what ends a graceful deletion). A pod that only finished keeps its object.
  */
-import { type Clock, type Logger, type Pod, type PodSource, type Recorder, type VolumeManager, WaitError, errorMessage } from '@kubevol/core'
+import {
+  type Clock,
+  type Logger,
+  type Pod,
+  type PodSource,
+  type Recorder,
+  type VolumeManager,
+  WaitError,
+  errorMessage,
+} from '@kubevol/core'
 
 /** Where a pod's volumes are. */
 export type PodPhase = 'waiting' | 'mounted' | 'failed' | 'unmounting' | 'unmounted'
