@@ -1,20 +1,18 @@
 /**
- * `startAgent`: puts a volume manager on a node. It picks the host, the pod source and object reader
- * of the mode, wires logs, events, metrics, node status and pod workers, serves the status endpoints,
- * and returns a handle whose `stop()` shuts down leaving every mount in place (a restart reconstructs).
+ * `startAgent`: puts a volume manager on a node. It reads the inputs (the host, the bearer token, in
+ * API mode the kubeconfig), builds the list of services of the mode, starts them in order and
+ * returns a handle whose `stop()` stops them in reverse, leaving every mount in place (a restart
+ * reconstructs). The order of the list is in `composeServices`, and in the package README.
  */
 import { readFile } from 'node:fs/promises'
 import { totalmem } from 'node:os'
 import type { KubeConfig } from '@kubernetes/client-node'
-import { createMemoryHost } from '@kubevol/adapter-mock'
 import {
   type Clock,
   type Host,
   type ObjectReader,
-  type Pod,
   type PodSource,
   type Recorder,
-  type TokenSource,
   type VolumeManager,
   type VolumeManagerOptions,
   type VolumePlugin,
@@ -26,18 +24,19 @@ import {
 import { type CsiDriverRegistry, createBuiltinPlugins } from '@kubevol/core/plugins'
 import { resolveAgentConfig } from './config/load-config.js'
 import type { AgentConfigInput, ResolvedAgentConfig } from './config/options.js'
-import { type AgentCsi, startCsi } from './csi-drivers.js'
+import { startCsi } from './csi-drivers.js'
 import { type EventStore, createEventStore } from './events/event-store.js'
-import { type HealthCheck, type StatusServer, startStatusServer } from './http/status-server.js'
-import type { KubeClients } from './kube/kube-client.js'
-import type { NodeRegistration } from './kube/node-registration.js'
-import type { NodeStatusUpdater } from './kube/node-status.js'
+import { type HealthCheck, startStatusServer } from './http/status-server.js'
 import { type AgentLogger, type AgentLoggerOptions, createAgentLogger } from './logging/agent-logger.js'
 import { AgentMetrics } from './metrics/agent-metrics.js'
-import { type PodWorkers, createPodWorkers } from './pods/pod-workers.js'
-import { type ManifestSource, createManifestSource } from './sources/manifest-source.js'
-import { createOperationTracker } from './status/operation-tracker.js'
-import { createStuckOperationWatch, describeStuck } from './status/stuck-operations.js'
+import { createPodWorkers } from './pods/pod-workers.js'
+import { eventSinkService, finalizer, nodeStatusService } from './services/api-services.js'
+import { loadHost, rootLockService } from './services/host.js'
+import { type ModeSources, apiSources, staticSources } from './services/mode-sources.js'
+import { createReadiness, liveness } from './services/readiness.js'
+import { type Service, ServiceRunner, defineService } from './services/service.js'
+import { VolumeManagerService } from './services/volume-manager-service.js'
+import { volumeStatsService } from './services/volume-stats.js'
 import { type StateViewSources, backoffsOf, podView, stateView } from './status/state-view.js'
 import { AGENT_VERSION } from './version.js'
 
@@ -95,55 +94,115 @@ export interface Agent {
 
 const LOOPBACK = /^(127\.\d+\.\d+\.\d+|::1|localhost)$/
 
-/** Loads @kubevol/adapter-linux only when asked, so the agent runs where it is not installed. */
-async function loadLinuxHost(): Promise<Host> {
-  const specifier = '@kubevol/adapter-linux'
-  let mod: { createLinuxHost?: (options?: object) => Host }
-  try {
-    mod = (await import(specifier)) as typeof mod
-  } catch (err) {
-    throw new Error(`host "linux" needs @kubevol/adapter-linux, which cannot be loaded: ${errorMessage(err)}`, { cause: err })
-  }
-  if (typeof mod.createLinuxHost !== 'function') throw new Error('@kubevol/adapter-linux has no createLinuxHost')
-  return mod.createLinuxHost()
-}
-
 /**
  * Starts an agent. Throws `AgentConfigError` on an invalid configuration and any error of start-up
- * (the port is taken, the kubeconfig cannot be read, adapter-linux is missing).
+ * (the port is taken, the kubeconfig cannot be read, adapter-linux is missing); what had started
+ * is stopped again, last first.
  */
 export async function startAgent(input: AgentConfigInput, deps: AgentDependencies = {}): Promise<Agent> {
   const config = resolveAgentConfig(input)
   const clock = deps.clock ?? systemClock
   const logger = createAgentLogger({ format: config.logFormat, verbosity: config.verbosity, base: { node: config.nodeName }, ...deps.log })
-  const cleanups: (() => Promise<void> | void)[] = []
+  const runner = new ServiceRunner()
   try {
-    return await start(config, deps, clock, logger, cleanups)
+    const agent = await composeServices({ config, deps, clock, logger, runner })
+    await runner.start(agent.services)
+    logger.info('kubevol agent started', { version: AGENT_VERSION, mode: config.mode, host: deps.host ? 'given' : config.host, rootDir: config.rootDir, url: agent.server.value.url, controllerAttachDetach: config.controllerAttachDetach })
+    return agentHandle(agent, runner)
   } catch (err) {
-    for (const cleanup of cleanups.reverse()) await Promise.resolve(cleanup()).catch(() => undefined)
+    await runner.abort()
     throw err
   }
 }
 
-async function start(
-  config: ResolvedAgentConfig,
-  deps: AgentDependencies,
-  clock: Clock,
-  logger: AgentLogger,
-  cleanups: (() => Promise<void> | void)[],
-): Promise<Agent> {
-  const host = deps.host ?? (config.host === 'linux' ? await loadLinuxHost() : createMemoryHost({ clock }))
-  // One manager per root: a second agent, or `kubevol gc`, would tear down what this one set up.
-  // Taken first and released last (cleanups run in reverse); the kernel drops it if we are killed.
-  const rootLock = await host.lockRoot?.(config.rootDir)
-  if (rootLock && !rootLock.locked) {
-    throw new Error(`the root ${config.rootDir} is in use by kubevol${rootLock.holderPid ? ` (pid ${rootLock.holderPid})` : ''}: another agent manages it; stop it first`)
-  }
-  if (rootLock?.locked) cleanups.push(() => rootLock.release())
+interface Context {
+  readonly config: ResolvedAgentConfig
+  readonly deps: AgentDependencies
+  readonly clock: Clock
+  readonly logger: AgentLogger
+  readonly runner: ServiceRunner
+}
+
+/** What the composition root made: the list to start, and what the handle shows of it. */
+interface Composition extends Context {
+  readonly services: readonly Service[]
+  readonly host: Host
+  readonly sources: ModeSources
+  readonly events: EventStore
+  readonly metrics: AgentMetrics
+  readonly csi: ReturnType<typeof csiService>
+  readonly manager: VolumeManagerService
+  readonly server: ReturnType<typeof statusServerService>
+  readonly readiness: () => Promise<HealthCheck[]>
+  readonly views: () => StateViewSources
+}
+
+/**
+ * The composition root: reads the inputs, then lists the services of the mode in the order they
+ * start (they stop in reverse). Nothing is taken (the root lock, a Node) before every input is read.
+ */
+async function composeServices(ctx: Context): Promise<Composition> {
+  const { config, deps, clock, logger, runner } = ctx
+  const host = deps.host ?? (await loadHost(config, clock))
+  const token = await readToken(ctx)
+  const { metrics, events, recorder } = observability(ctx)
+  const sources = await modeSources(ctx, metrics)
+  const api = sources.api
+  const csi = csiService(ctx, sources)
+  const manager = new VolumeManagerService({ create: () => createManager(ctx, host, sources, csi.value, { metrics, recorder }), clock, logger, metrics, recorder, pods: sources.pods, nodeName: config.nodeName, stuckOperationMs: config.stuckOperationMs })
+  const workers = podWorkersService(ctx, manager, sources, recorder)
+  const nodeStatus = api ? nodeStatusService(api, { config, manager, logger, metrics }) : undefined
+  const stats = volumeStatsService({ manager, periodMs: config.statsPeriodMs, clock, logger, metrics })
+  const views = once((): StateViewSources => ({
+    nodeName: config.nodeName,
+    mode: config.mode,
+    manager: manager.manager,
+    pods: sources.pods,
+    clock,
+    tracker: manager.tracker,
+    worker: (uid) => workers.value.status(uid),
+    stuckAfterMs: config.stuckOperationMs,
+    extra: () => ({
+      pods: workers.value.list(),
+      ...(nodeStatus ? { nodeStatus: { reported: nodeStatus.value.reported ?? null, lastError: nodeStatus.value.lastError ?? null } } : {}),
+      ...(sources.manifests ? { manifests: { dir: config.manifestDir, errors: sources.manifests.errors(), files: sources.manifests.files() } } : {}),
+      journal: (manager.manager.snapshot() as { journal?: unknown }).journal ?? null,
+      events: events.total,
+      stuckOperations: manager.stuck.list().map((op) => ({ ...op, startedAt: new Date(op.startedAt).toISOString() })),
+    }),
+  }))
+  const readiness = createReadiness({ manager, pods: sources.pods, host, rootDir: config.rootDir, clock, serviceChecks: () => runner.checks() })
+  const server = statusServerService(ctx, token, { manager, metrics, events, readiness, views })
+  const services: Service[] = [
+    rootLockService(host, config.rootDir),
+    // The Node registration (API mode) runs while the rest starts.
+    ...sources.early,
+    // Before the manager, whose CSI plugin serves from their registry.
+    csi,
+    manager,
+    // After the manager runs, so that its populator sees the first pods.
+    sources.source,
+    workers,
+    ...(nodeStatus ? [nodeStatus] : []),
+    ...(api && config.postEvents ? [eventSinkService(api, { config, events, logger, metrics })] : []),
+    stats.service,
+    metricsService(metrics, { manager, workers, sources, stats: stats.latest, clock }),
+    // Last: the endpoints answer once everything they report on runs.
+    server,
+  ]
+  return { ...ctx, services, host, sources, events, metrics, csi, manager, server, readiness, views }
+}
+
+async function readToken({ config, deps, logger }: Context): Promise<string | undefined> {
   const token = deps.authToken ?? (config.authTokenFile ? (await readFile(config.authTokenFile, 'utf8')).trim() : undefined)
   if (!LOOPBACK.test(config.address) && token === undefined) {
     logger.warn('The status endpoints are bound beyond loopback without a bearer token', { address: config.address })
   }
+  return token
+}
+
+/** Metrics, the event store, and the recorder that feeds both and the debug log. */
+function observability({ config, clock, logger }: Context): { metrics: AgentMetrics; events: EventStore; recorder: Recorder } {
   const metrics = new AgentMetrics({ version: AGENT_VERSION, onError: (message) => logger.warn(message) })
   const events = createEventStore({ capacity: config.eventsKept, clock })
   const recorder: Recorder = {
@@ -153,324 +212,162 @@ async function start(
       events.event(event)
     },
   }
+  return { metrics, events, recorder }
+}
+
+async function modeSources(ctx: Context, metrics: AgentMetrics): Promise<ModeSources> {
+  const { config, deps, clock, logger } = ctx
+  if (config.mode === 'static') return staticSources(config, logger)
+  // Loaded here, not at the top: @kubernetes/client-node costs about 0.6 s and 90 MB of start-up,
+  // which static mode and the CLI's other commands never need.
+  const kube = await import('./kube/api-mode.js')
+  const clients = kube.createKubeClients(deps.kubeConfig ?? kube.loadKubeConfig(config.kubeconfig, deps.env ?? process.env))
   const onRestart = (resource: string, reason: string): void => metrics.watchRestarts.inc({ resource, reason })
+  return apiSources({ config, kube, clients, logger, clock, onRestart })
+}
 
-  // ---- the sources of the mode ----
-  let pods: PodSource
-  let objects: ObjectReader
-  let tokens: TokenSource | undefined
-  let clients: KubeClients | undefined
-  let manifests: ManifestSource | undefined
-  let registration: NodeRegistration | undefined
-  let startSources: () => Promise<void>
-  let kube: typeof import('./kube/api-mode.js') | undefined
-  const sourceChecks: (() => HealthCheck)[] = []
-  if (config.mode === 'static') {
-    const source = createManifestSource({ dir: config.manifestDir, nodeName: config.nodeName, rescanMs: config.manifestRescanMs, logger })
-    manifests = source
-    pods = source.pods
-    objects = source.objects
-    startSources = () => source.start()
-    cleanups.push(() => source.stop())
-    if (config.controllerAttachDetach) logger.warn('controllerAttachDetach in static mode: attachable volumes wait for a controller that is not there')
-  } else {
-    // Loaded here, not at the top: @kubernetes/client-node costs about 0.6 s and 90 MB of start-up,
-    // which static mode and the CLI's other commands never need.
-    kube = await import('./kube/api-mode.js')
-    const { createApiObjectReader, createApiPodSource, createApiTokenSource, createKubeClients, createNodeRegistration, loadKubeConfig } = kube
-    clients = createKubeClients(deps.kubeConfig ?? loadKubeConfig(config.kubeconfig, deps.env ?? process.env))
-    const reg = createNodeRegistration({
-      clients,
-      nodeName: config.nodeName,
-      register: config.registerNode,
-      labels: config.nodeLabels,
-      controllerAttachDetach: config.controllerAttachDetach,
-      retryMs: config.watchRetryMs,
-      logger,
-    })
-    registration = reg
-    reg.start()
-    cleanups.push(() => reg.stop())
-    sourceChecks.push(() => ({ name: 'node', ...reg.check() }))
-    const podSource = createApiPodSource({ clients, nodeName: config.nodeName, retryMs: config.watchRetryMs, logger, onRestart })
-    const reader = createApiObjectReader({ clients, nodeName: config.nodeName, ttlMs: config.objectCacheTtlMs, retryMs: config.watchRetryMs, logger, clock, onRestart })
-    pods = podSource.pods
-    objects = reader
-    tokens = createApiTokenSource(clients, clock)
-    startSources = async () => {
-      await Promise.all([podSource.informer.start(), reader.nodeInformer.start()])
-    }
-    cleanups.push(() => podSource.informer.stop(), () => reader.nodeInformer.stop())
-    sourceChecks.push(() => ({ name: 'api-watch', ok: podSource.informer.synced(), message: podSource.informer.synced() ? undefined : 'no pod list has arrived yet' }))
-  }
+function csiService({ config, logger }: Context, sources: ModeSources) {
+  const api = sources.api
+  return defineService('csi-drivers', {
+    create: () => startCsi({ config, logger, ...(api ? { clients: api.clients, csiNode: api.kube } : {}) }),
+    stop: (csi) => csi.stop(),
+  })
+}
 
-  // ---- CSI drivers: before the manager, whose CSI plugin serves from their registry ----
-  const csi: AgentCsi = await startCsi({ config, logger, ...(clients && kube ? { clients, csiNode: kube } : {}) })
-  cleanups.push(() => csi.stop())
+function createManager(
+  { config, deps, clock, logger }: Context,
+  host: Host,
+  sources: ModeSources,
+  csi: { readonly plugin: VolumePlugin },
+  o: { readonly metrics: AgentMetrics; readonly recorder: Recorder },
+): VolumeManager {
   // A memory-backed volume with no limit is sized at the node's memory, as the kubelet sizes it at
   // node allocatable (core's default, 8 GiB, knows nothing of the node).
   const memory = totalmem()
   const plugins = deps.plugins ?? createBuiltinPlugins({ emptyDir: { nodeAllocatableMemoryBytes: memory }, atomicWriter: { nodeAllocatable: { memory: String(memory) } } })
-
-  // ---- the manager ----
-  const manager = createVolumeManager({
+  return createVolumeManager({
     host,
     plugins: plugins.some((p) => p.name === csi.plugin.name) ? plugins : [...plugins, csi.plugin],
-    podSource: pods,
-    objects,
+    podSource: sources.pods,
+    objects: sources.objects,
     nodeName: config.nodeName,
     rootDir: config.rootDir,
     controllerAttachDetach: config.controllerAttachDetach,
     clock,
     logger,
-    recorder,
-    metrics,
-    ...(tokens ? { tokens } : {}),
+    recorder: o.recorder,
+    metrics: o.metrics,
+    ...(sources.tokens ? { tokens: sources.tokens } : {}),
     // The agent collects stats itself, to export them.
     statsPeriodMs: 0,
     ...deps.manager,
   })
-  const tracker = createOperationTracker(manager, clock, (plugin, seconds) => metrics.mountLatency.observe({ plugin_name: plugin }, seconds))
-  cleanups.push(() => tracker.stop())
-  const stuck = createStuckOperationWatch({ tracker, clock, thresholdMs: config.stuckOperationMs, recorder, pods, nodeName: config.nodeName, logger })
-  cleanups.push(() => stuck.stop())
-  let lastActivity = clock.now()
-  cleanups.push(manager.subscribe(() => (lastActivity = clock.now())) as () => void)
-  const abort = new AbortController()
-  let runError: unknown
-  let runEnded = false
-  const runDone = manager.run(abort.signal).then(
-    () => {
-      runEnded = true
-    },
-    (err: unknown) => {
-      runEnded = true
-      runError = err
-      logger.error('The volume manager stopped with an error', { err: errorMessage(err) })
-    },
-  )
-  cleanups.push(async () => {
-    abort.abort()
-    await runDone
+}
+
+function podWorkersService({ config, clock, logger }: Context, manager: VolumeManagerService, sources: ModeSources, recorder: Recorder) {
+  const api = sources.api
+  return defineService('pod-workers', {
+    create: () =>
+      createPodWorkers({
+        manager: manager.manager,
+        pods: sources.pods,
+        recorder,
+        clock,
+        logger,
+        retryMs: config.podSyncRetryMs,
+        timeoutMs: config.podSyncTimeoutMs,
+        ...(api && config.finalizePodDeletion ? { finalize: finalizer(api.clients, api.kube.statusCodeOf, logger) } : {}),
+      }),
+    start: (workers) => workers.start(),
+    // No pod is synced after this.
+    quiesce: (workers) => workers.stop(),
+    stop: (workers) => workers.stop(),
   })
-  await startSources()
+}
 
-  // ---- workers, node status, events ----
-  const workers: PodWorkers = createPodWorkers({
-    manager,
-    pods,
-    recorder,
-    clock,
-    logger,
-    retryMs: config.podSyncRetryMs,
-    timeoutMs: config.podSyncTimeoutMs,
-    ...(clients && kube && config.finalizePodDeletion ? { finalize: finalizer(clients, kube.statusCodeOf, logger) } : {}),
+/** Binds the gauges that /metrics reads at each scrape; nothing to stop. */
+function metricsService(
+  metrics: AgentMetrics,
+  o: { readonly manager: VolumeManagerService; readonly workers: ReturnType<typeof podWorkersService>; readonly sources: ModeSources; readonly stats: () => readonly VolumeStats[]; readonly clock: Clock },
+): Service {
+  const { manager, workers, sources, clock } = o
+  const manifests = sources.manifests
+  return defineService('metrics', {
+    create: () =>
+      metrics.bind({
+        manager: manager.manager,
+        stats: o.stats,
+        podPhases: () => workers.value.phases(),
+        backoffCount: () => backoffsOf(manager.manager, clock.now()).length,
+        stuckOperations: () => manager.stuck.list(),
+        sourcesReady: () => sources.pods.allReady(),
+        ...(manifests ? { manifestErrors: () => manifests.errors().length } : {}),
+      }),
   })
-  workers.start()
-  cleanups.push(() => workers.stop())
-  let nodeStatus: NodeStatusUpdater | undefined
-  if (clients && kube) {
-    nodeStatus = kube.createNodeStatusUpdater({
-      clients,
-      nodeName: config.nodeName,
-      manager,
-      periodMs: config.nodeStatusPeriodMs,
-      logger,
-      onPatch: (result) => metrics.nodeStatusPatches.inc({ result }),
-      ...(registration ? { nodeReady: () => registration?.state === 'ready', onNodeMissing: () => registration?.nodeMissing() } : {}),
-    })
-    nodeStatus.start()
-    void registration?.ready.then(() => nodeStatus?.sync())
-    cleanups.push(() => nodeStatus?.stop())
-  }
-  if (clients && kube && config.postEvents) {
-    const sink = kube.createEventSink({ clients, nodeName: config.nodeName, store: events, logger, onPost: (result) => metrics.eventPosts.inc({ result }) })
-    sink.start()
-    cleanups.push(async () => {
-      sink.stop()
-      await Promise.race([sink.flush(), new Promise((resolve) => setTimeout(resolve, 2_000).unref())])
-    })
-  }
+}
 
-  // ---- volume stats ----
-  let stats: readonly VolumeStats[] = []
-  if (config.statsPeriodMs > 0) {
-    const collect = async (): Promise<void> => {
-      const started = clock.now()
-      try {
-        stats = await manager.collectVolumeStats()
-        metrics.observe('volume_metric_collection_duration_seconds', { metric_source: 'fs' }, (clock.now() - started) / 1000)
-      } catch (err) {
-        logger.warn('Collecting volume stats failed', { err: errorMessage(err) })
-      }
-    }
-    const timer = setInterval(() => void collect(), config.statsPeriodMs)
-    timer.unref()
-    cleanups.push(() => clearInterval(timer))
-  }
-
-  // ---- views and checks ----
-  const viewSources: StateViewSources = {
-    nodeName: config.nodeName,
-    mode: config.mode,
-    manager,
-    pods,
-    clock,
-    tracker,
-    worker: (uid) => workers.status(uid),
-    stuckAfterMs: config.stuckOperationMs,
-    extra: () => ({
-      pods: workers.list(),
-      ...(nodeStatus ? { nodeStatus: { reported: nodeStatus.reported ?? null, lastError: nodeStatus.lastError ?? null } } : {}),
-      ...(manifests ? { manifests: { dir: config.manifestDir, errors: manifests.errors(), files: manifests.files() } } : {}),
-      journal: (manager.snapshot() as { journal?: unknown }).journal ?? null,
-      events: events.total,
-      stuckOperations: stuck.list().map((op) => ({ ...op, startedAt: new Date(op.startedAt).toISOString() })),
-    }),
-  }
-  metrics.bind({
-    manager,
-    stats: () => stats,
-    podPhases: () => workers.phases(),
-    backoffCount: () => backoffsOf(manager, clock.now()).length,
-    stuckOperations: () => stuck.list(),
-    sourcesReady: () => pods.allReady(),
-    ...(manifests ? { manifestErrors: () => manifests.errors().length } : {}),
+function statusServerService(
+  { config, logger }: Context,
+  token: string | undefined,
+  o: { readonly manager: VolumeManagerService; readonly metrics: AgentMetrics; readonly events: EventStore; readonly readiness: () => Promise<HealthCheck[]>; readonly views: () => StateViewSources },
+) {
+  return defineService('status-server', {
+    create: () =>
+      startStatusServer({
+        address: config.address,
+        port: config.port,
+        ...(token === undefined ? {} : { token }),
+        unauthenticatedProbes: config.unauthenticatedProbes,
+        logger,
+        routes: {
+          livez: () => liveness(o.manager),
+          readyz: o.readiness,
+          metrics: async () => ({ contentType: o.metrics.contentType, body: await o.metrics.expose() }),
+          state: () => stateView(o.views()),
+          pod: (uid) => podView(o.views(), uid),
+          events: (filter) => o.events.list(filter),
+        },
+      }),
+    stop: (server) => server.close(),
   })
-  let hostCheck: { at: number; check: Promise<HealthCheck> } | undefined
-  const hostResponsive = (): Promise<HealthCheck> => {
-    const now = clock.now()
-    if (hostCheck && now - hostCheck.at < 2_000) return hostCheck.check
-    const check = Promise.race([
-      host.stat(config.rootDir).then(
-        () => ({ name: 'host-responsive', ok: true }),
-        (err: unknown) => ({ name: 'host-responsive', ok: false, message: errorMessage(err) }),
-      ),
-      new Promise<HealthCheck>((resolve) => setTimeout(() => resolve({ name: 'host-responsive', ok: false, message: 'stat of the root directory hangs' }), 2_000).unref()),
-    ])
-    hostCheck = { at: now, check }
-    return check
-  }
-  const readiness = async (): Promise<HealthCheck[]> => {
-    const snap = manager.snapshot()
-    const synced = pods.allReady() && snap.sourcesReady
-    return [
-      { name: 'sources-synced', ok: synced, ...(synced ? {} : { message: pods.allReady() ? 'the populator has not read every pod yet' : 'waiting for the first list of pods' }) },
-      ...sourceChecks.map((check) => check()),
-      {
-        name: 'reconciler',
-        ok: !runEnded && snap.statesSynced,
-        message: runEnded ? `the manager loop has stopped${runError ? `: ${errorMessage(runError)}` : ''}` : snap.statesSynced ? `last state change ${Math.round((clock.now() - lastActivity) / 1000)}s ago` : 'states not synced yet (reconstruction)',
-      },
-      await hostResponsive(),
-      stuckCheck(),
-    ]
-  }
-  // One hung host call holds one volume: the agent is still doing its job for every other volume, but
-  // not ready in the sense that something needs a person; the message names what is stuck.
-  const stuckCheck = (): HealthCheck => {
-    const list = stuck.list()
-    if (list.length === 0) return { name: 'operations', ok: true, message: `${tracker.running().length} running, none stuck` }
-    return { name: 'operations', ok: false, message: `stuck: ${list.map(describeStuck).join('; ')}` }
-  }
+}
 
-  const server: StatusServer = await startStatusServer({
-    address: config.address,
-    port: config.port,
-    ...(token === undefined ? {} : { token }),
-    unauthenticatedProbes: config.unauthenticatedProbes,
-    logger,
-    routes: {
-      livez: () => [{ name: 'manager-loop', ok: !runEnded, ...(runEnded ? { message: 'the manager loop has stopped' } : {}) }],
-      readyz: readiness,
-      metrics: async () => ({ contentType: metrics.contentType, body: await metrics.expose() }),
-      state: () => stateView(viewSources),
-      pod: (uid) => podView(viewSources, uid),
-      events: (filter) => events.list(filter),
-    },
-  })
-  cleanups.push(() => server.close())
-  logger.info('kubevol agent started', { version: AGENT_VERSION, mode: config.mode, host: deps.host ? 'given' : config.host, rootDir: config.rootDir, url: server.url, controllerAttachDetach: config.controllerAttachDetach })
-
+/** The running agent; `stop()` runs the two-phase shutdown of `ServiceRunner.stop` once. */
+function agentHandle(c: Composition, runner: ServiceRunner): Agent {
+  const { config, logger } = c
   let resolveStopped: () => void = () => {}
   const stopped = new Promise<void>((resolve) => (resolveStopped = resolve))
   let stopping: Promise<void> | undefined
   const stop = (): Promise<void> => {
     stopping ??= (async () => {
       logger.info('Shutting down; mounts stay in place')
-      // Stop taking work: no pod is synced, no event posted, no pass started after this.
-      workers.stop()
-      nodeStatus?.stop()
-      abort.abort()
-      await runDone
-      const abandoned = await waitForOperations(manager, tracker, config.shutdownGraceMs)
-      if (abandoned > 0) logger.warn('Abandoning running operations; a restart reconstructs what they left', { operations: abandoned })
-      for (const cleanup of cleanups.reverse()) {
-        try {
-          await cleanup()
-        } catch (err) {
-          logger.warn('Shutdown step failed', { err: errorMessage(err) })
-        }
-      }
+      await runner.stop({ graceMs: config.shutdownGraceMs, onError: (err) => logger.warn('Shutdown step failed', { err: errorMessage(err) }) })
       logger.info('Stopped')
       resolveStopped()
     })()
     return stopping
   }
-
   return {
     config,
-    url: server.url,
-    manager,
-    host,
-    pods,
-    objects,
-    events,
-    metrics,
+    url: c.server.value.url,
+    manager: c.manager.manager,
+    host: c.host,
+    pods: c.sources.pods,
+    objects: c.sources.objects,
+    events: c.events,
+    metrics: c.metrics,
     logger,
-    csiDrivers: csi.registry,
-    readiness,
-    state: () => stateView(viewSources),
-    pod: (uid) => podView(viewSources, uid),
+    csiDrivers: c.csi.value.registry,
+    readiness: c.readiness,
+    state: () => stateView(c.views()),
+    pod: (uid) => podView(c.views(), uid),
     stop,
     stopped,
   }
 }
 
-/** Resolves with 0 once no operation runs, or with the number still running after `graceMs`. */
-function waitForOperations(manager: VolumeManager, tracker: ReturnType<typeof createOperationTracker>, graceMs: number): Promise<number> {
-  return new Promise((resolve) => {
-    if (tracker.running().length === 0) return resolve(0)
-    let unsubscribe = (): void => {}
-    const timer = setTimeout(() => {
-      unsubscribe()
-      resolve(tracker.running().length)
-    }, graceMs)
-    unsubscribe = manager.subscribe((event) => {
-      if (event.type === 'operation' && tracker.running().length === 0) {
-        clearTimeout(timer)
-        unsubscribe()
-        resolve(0)
-      }
-    }) as () => void
-  })
-}
-
-/**
- * Deletes the object of a pod being deleted (grace 0, this UID only), as the kubelet's status
- * manager does. The pod workers call it only for a pod with a deletion timestamp.
- */
-function finalizer(clients: KubeClients, statusCodeOf: (err: unknown) => number | undefined, logger: AgentLogger): (pod: Pod) => Promise<void> {
-  return async (pod) => {
-    const { name, namespace, uid } = pod.metadata
-    if (!name || !uid) return
-    try {
-      await clients.core.deleteNamespacedPod({ name, namespace: namespace ?? 'default', gracePeriodSeconds: 0, body: { gracePeriodSeconds: 0, preconditions: { uid } } })
-      logger.info('Deleted terminated pod', { pod: `${namespace}/${name}`, uid })
-    } catch (err) {
-      // Gone already, or replaced by a pod of the same name.
-      if (statusCodeOf(err) === 404 || statusCodeOf(err) === 409) return
-      throw err
-    }
-  }
+/** `make()` once, on first use (after the services it reads have started). */
+function once<T>(make: () => T): () => T {
+  let made: { value: T } | undefined
+  return () => (made ??= { value: make() }).value
 }
