@@ -13,10 +13,7 @@
  *   the line and the reason.
  * - A removed file deletes its objects; its pods are gone, runtime included.
  */
-import { createHash } from 'node:crypto'
 import { type FSWatcher, watch as watchDir } from 'node:fs'
-import { readFile, readdir, stat } from 'node:fs/promises'
-import { extname, join } from 'node:path'
 import {
   type CSIDriver,
   type ConfigMap,
@@ -25,12 +22,14 @@ import {
   type ObjectReader,
   type PersistentVolume,
   type PersistentVolumeClaim,
-  type Pod,
   type Secret,
   errorMessage,
 } from '@kubevol/core'
-import { type ManifestError, type ManifestKind, type ManifestObject, parseManifests } from './manifest-parser.js'
+import { type FileState, NAMESPACED, indexManifests, keyOf, nameOf, readManifestFiles } from './manifest-files.js'
+import type { ManifestError, ManifestKind } from './manifest-parser.js'
 import { type PodStore, createPodStore } from './pod-store.js'
+
+export { staticPodUID } from './manifest-files.js'
 
 export interface ManifestSourceOptions {
   /**
@@ -68,171 +67,40 @@ export interface ManifestSource {
   files(): ManifestFileStatus[]
 }
 
-interface FileState {
-  text: string
-  objects: ManifestObject[]
-  errors: ManifestError[]
-  lastClean: ManifestObject[] | undefined
-}
-
-const EXTENSIONS = new Set(['.yaml', '.yml', '.json'])
-/** The largest manifest file read: 4 MiB (the API server's largest object is 1.5 MiB). */
-const MAX_MANIFEST_BYTES = 4 * 1024 * 1024
-const NAMESPACED = new Set<ManifestKind>(['Pod', 'PersistentVolumeClaim', 'ConfigMap', 'Secret'])
-
-function nameOf(o: ManifestObject): { namespace?: string; name: string } {
-  const meta = o.object.metadata as { name: string; namespace?: string }
-  return NAMESPACED.has(o.kind) ? { namespace: meta.namespace ?? 'default', name: meta.name } : { name: meta.name }
-}
-
-function keyOf(kind: string, namespace: string | undefined, name: string): string {
-  return `${kind}/${namespace ?? ''}/${name}`
-}
-
-/** The kubelet's static pod UID: md5 of the pod, the host and the source file. */
-export function staticPodUID(pod: unknown, nodeName: string, file: string): string {
-  return createHash('md5').update(JSON.stringify(pod)).update(`host:${nodeName}`).update(`file:${file}`).digest('hex')
-}
-
 /** Creates the manifest-directory source. Nothing is read before `start()` or `scan()`. */
 export function createManifestSource(options: ManifestSourceOptions): ManifestSource {
-  const { dir, nodeName, logger } = options
-  const rescanMs = options.rescanMs ?? 20_000
-  const debounceMs = options.debounceMs ?? 25
-  const pods = createPodStore()
-  const files = new Map<string, FileState>()
-  let objects = new Map<string, Record<string, unknown>>()
-  let objectsSignature = ''
-  let conflicts: ManifestError[] = []
-  const objectListeners = new Set<() => void>()
-  let watcher: FSWatcher | undefined
-  let rescanTimer: NodeJS.Timeout | undefined
-  let debounceTimer: NodeJS.Timeout | undefined
-  let stopped = true
-  let scanning: Promise<void> | undefined
-  let again = false
-  let missingLogged = false
+  return new ManifestDirectorySource(options)
+}
 
-  const startWatch = (): void => {
-    if (watcher || stopped) return
-    try {
-      watcher = watchDir(dir, { persistent: false }, () => scheduleScan())
-      watcher.on('error', (err) => {
-        logger.warn('Watching the manifest directory failed; reading it periodically', { dir, err: errorMessage(err) })
-        watcher?.close()
-        watcher = undefined
-      })
-    } catch {
-      // The directory does not exist (yet): the periodic read finds it.
-    }
-  }
+class ManifestDirectorySource implements ManifestSource {
+  readonly pods = createPodStore()
+  readonly objects: ManifestSource['objects']
+  readonly #dir: string
+  readonly #nodeName: string
+  readonly #logger: Logger
+  readonly #rescanMs: number
+  readonly #debounceMs: number
+  readonly #files = new Map<string, FileState>()
+  readonly #reading = { missingLogged: false }
+  readonly #objectListeners = new Set<() => void>()
+  #objects = new Map<string, Record<string, unknown>>()
+  #objectsSignature = ''
+  #conflicts: ManifestError[] = []
+  #watcher: FSWatcher | undefined
+  #rescanTimer: NodeJS.Timeout | undefined
+  #debounceTimer: NodeJS.Timeout | undefined
+  #stopped = true
+  #scanning: Promise<void> | undefined
+  #again = false
 
-  const scheduleScan = (): void => {
-    if (stopped || debounceTimer) return
-    debounceTimer = setTimeout(() => {
-      debounceTimer = undefined
-      void source.scan()
-    }, debounceMs)
-    debounceTimer.unref?.()
-  }
-
-  const readFiles = async (): Promise<void> => {
-    let paths: string[]
-    try {
-      // One file is read as it is, whatever its name, as the kubelet reads a --pod-manifest-path file.
-      if ((await stat(dir)).isFile()) paths = [dir]
-      else {
-        const entries = await readdir(dir, { withFileTypes: true })
-        paths = entries
-          .filter((e) => (e.isFile() || e.isSymbolicLink()) && !e.name.startsWith('.') && EXTENSIONS.has(extname(e.name).toLowerCase()))
-          .map((e) => join(dir, e.name))
-          .sort()
-      }
-      missingLogged = false
-    } catch (err) {
-      if (!missingLogged) logger.warn('Cannot read the manifest directory; no static pods', { dir, err: errorMessage(err) })
-      missingLogged = true
-      paths = []
-    }
-    const seen = new Set<string>()
-    for (const file of paths) {
-      let text: string
-      try {
-        // A manifest is small (the API server refuses objects over 1.5 MiB): a huge file is refused
-        // before it is read, so that it cannot exhaust the agent's memory.
-        const size = (await stat(file)).size
-        if (size > MAX_MANIFEST_BYTES) {
-          seen.add(file)
-          const reason = `the file is ${size} bytes, more than the ${MAX_MANIFEST_BYTES} a manifest file may have`
-          if (files.get(file)?.errors[0]?.reason !== reason) logger.warn('Invalid manifest', { file, line: 1, reason })
-          const prev = files.get(file)
-          // No text was read: a marker no file read as UTF-8 holds, so the next read parses again.
-          files.set(file, { text: '\u0000', objects: prev?.lastClean ?? [], errors: [{ file, line: 1, reason }], lastClean: prev?.lastClean })
-          continue
-        }
-        text = await readFile(file, 'utf8')
-      } catch (err) {
-        // Removed between readdir and read, or a dangling symlink: it is not there.
-        logger.debug('Cannot read manifest file', { file, err: errorMessage(err) })
-        continue
-      }
-      seen.add(file)
-      const prev = files.get(file)
-      if (prev && prev.text === text) continue
-      const parsed = parseManifests(text, file)
-      for (const error of parsed.errors) logger.warn('Invalid manifest', { file: error.file, line: error.line, reason: error.reason })
-      if (parsed.errors.length === 0) {
-        files.set(file, { text, objects: parsed.objects, errors: [], lastClean: parsed.objects })
-      } else {
-        files.set(file, { text, objects: prev?.lastClean ?? parsed.objects, errors: parsed.errors, lastClean: prev?.lastClean })
-      }
-    }
-    for (const file of [...files.keys()]) if (!seen.has(file)) files.delete(file)
-  }
-
-  const rebuild = (): void => {
-    const nextPods: Pod[] = []
-    const nextObjects = new Map<string, Record<string, unknown>>()
-    const defined = new Map<string, ManifestObject>()
-    const nextConflicts: ManifestError[] = []
-    for (const [file, state] of [...files.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
-      for (const o of state.objects) {
-        const { namespace, name } = nameOf(o)
-        const key = keyOf(o.kind, namespace, name)
-        const first = defined.get(key)
-        if (first) {
-          nextConflicts.push({ file, line: o.line, reason: `${o.kind} ${namespace ? `${namespace}/` : ''}${name} is already defined in ${first.file}:${first.line}; this one is ignored` })
-          continue
-        }
-        defined.set(key, o)
-        if (o.kind !== 'Pod') {
-          nextObjects.set(key, withNamespace(o.object, namespace))
-          continue
-        }
-        const pod = toStaticPod(o.object, nodeName, file, namespace ?? 'default')
-        if (pod) nextPods.push(pod)
-      }
-    }
-    conflicts = nextConflicts
-    const signature = JSON.stringify([...nextObjects.entries()])
-    objects = nextObjects
-    if (signature !== objectsSignature) {
-      objectsSignature = signature
-      for (const listener of [...objectListeners]) listener()
-    }
-    pods.replaceAll(nextPods)
-    pods.setReady(true)
-  }
-
-  const get = async <T>(kind: ManifestKind, namespace: string | undefined, name: string, resource: string): Promise<T> => {
-    const object = objects.get(keyOf(kind, NAMESPACED.has(kind) ? (namespace ?? 'default') : undefined, name))
-    if (!object) throw new NotFoundError(resource, name)
-    return object as T
-  }
-
-  const source: ManifestSource = {
-    pods,
-    objects: {
+  constructor(options: ManifestSourceOptions) {
+    this.#dir = options.dir
+    this.#nodeName = options.nodeName
+    this.#logger = options.logger
+    this.#rescanMs = options.rescanMs ?? 20_000
+    this.#debounceMs = options.debounceMs ?? 25
+    const get = <T>(kind: ManifestKind, namespace: string | undefined, name: string, resource: string): Promise<T> => this.#get<T>(kind, namespace, name, resource)
+    this.objects = {
       getPersistentVolumeClaim: (ns, name) => get<PersistentVolumeClaim>('PersistentVolumeClaim', ns, name, 'persistentvolumeclaims'),
       getPersistentVolume: (name) => get<PersistentVolume>('PersistentVolume', undefined, name, 'persistentvolumes'),
       getConfigMap: (ns, name) => get<ConfigMap>('ConfigMap', ns, name, 'configmaps'),
@@ -240,87 +108,112 @@ export function createManifestSource(options: ManifestSourceOptions): ManifestSo
       getCSIDriver: (name) => get<CSIDriver>('CSIDriver', undefined, name, 'csidrivers.storage.k8s.io'),
       // Every change the directory's files make is announced once a scan finds it.
       announcesChanges: true,
-      subscribe(listener) {
-        objectListeners.add(listener)
-        return () => objectListeners.delete(listener)
+      subscribe: (listener) => {
+        this.#objectListeners.add(listener)
+        return () => this.#objectListeners.delete(listener)
       },
-    },
-    async start() {
-      stopped = false
-      await source.scan()
-      startWatch()
-      const tick = (): void => {
-        rescanTimer = setTimeout(() => {
-          startWatch()
-          void source.scan().finally(() => {
-            if (!stopped) tick()
-          })
-        }, rescanMs)
-        rescanTimer.unref?.()
-      }
-      tick()
-    },
-    stop() {
-      stopped = true
-      watcher?.close()
-      watcher = undefined
-      if (rescanTimer) clearTimeout(rescanTimer)
-      if (debounceTimer) clearTimeout(debounceTimer)
-      rescanTimer = debounceTimer = undefined
-    },
-    scan() {
-      // Reads never overlap: a request during a read runs one more read after it.
-      if (scanning) {
-        again = true
-        return scanning
-      }
-      const run = async (): Promise<void> => {
-        do {
-          again = false
-          await readFiles()
-          rebuild()
-        } while (again)
-      }
-      scanning = run().finally(() => {
-        scanning = undefined
-      })
-      return scanning
-    },
-    errors() {
-      return [...[...files.values()].flatMap((f) => f.errors), ...conflicts]
-    },
-    files() {
-      return [...files.entries()].map(([file, state]) => ({
-        file,
-        objects: state.objects.map((o) => ({ kind: o.kind, ...nameOf(o), line: o.line })),
-        errors: state.errors,
-        heldFromLastCleanRead: state.errors.length > 0 && state.lastClean !== undefined,
-      }))
-    },
+    }
   }
-  return source
-}
 
-function withNamespace(object: Record<string, unknown>, namespace: string | undefined): Record<string, unknown> {
-  if (namespace === undefined) return object
-  const metadata = object.metadata as Record<string, unknown>
-  return { ...object, metadata: { ...metadata, namespace } }
-}
+  async start(): Promise<void> {
+    this.#stopped = false
+    await this.scan()
+    this.#startWatch()
+    this.#tick()
+  }
 
-/** The pod as this node runs it, or undefined when it names another node. */
-function toStaticPod(object: Record<string, unknown>, nodeName: string, file: string, namespace: string): Pod | undefined {
-  const pod = object as unknown as Pod
-  const boundTo = pod.spec?.nodeName
-  if (boundTo && boundTo !== nodeName) return undefined
-  const uid = pod.metadata.uid ?? staticPodUID(object, nodeName, file)
-  return {
-    ...pod,
-    metadata: {
-      ...pod.metadata,
-      namespace,
-      uid,
-      annotations: { ...pod.metadata.annotations, 'kubernetes.io/config.source': 'file', 'kubernetes.io/config.hash': uid },
-    },
-    spec: { ...pod.spec, nodeName },
+  stop(): void {
+    this.#stopped = true
+    this.#watcher?.close()
+    this.#watcher = undefined
+    if (this.#rescanTimer) clearTimeout(this.#rescanTimer)
+    if (this.#debounceTimer) clearTimeout(this.#debounceTimer)
+    this.#rescanTimer = this.#debounceTimer = undefined
+  }
+
+  scan(): Promise<void> {
+    // Reads never overlap: a request during a read runs one more read after it.
+    if (this.#scanning) {
+      this.#again = true
+      return this.#scanning
+    }
+    const run = async (): Promise<void> => {
+      do {
+        this.#again = false
+        await readManifestFiles(this.#dir, this.#files, this.#reading, this.#logger)
+        this.#rebuild()
+      } while (this.#again)
+    }
+    this.#scanning = run().finally(() => {
+      this.#scanning = undefined
+    })
+    return this.#scanning
+  }
+
+  errors(): ManifestError[] {
+    return [...[...this.#files.values()].flatMap((f) => f.errors), ...this.#conflicts]
+  }
+
+  files(): ManifestFileStatus[] {
+    return [...this.#files.entries()].map(([file, state]) => ({
+      file,
+      objects: state.objects.map((o) => ({ kind: o.kind, ...nameOf(o), line: o.line })),
+      errors: state.errors,
+      heldFromLastCleanRead: state.errors.length > 0 && state.lastClean !== undefined,
+    }))
+  }
+
+  /** The periodic read, which also restarts a watch that failed. */
+  #tick(): void {
+    this.#rescanTimer = setTimeout(() => {
+      this.#startWatch()
+      void this.scan().finally(() => {
+        if (!this.#stopped) this.#tick()
+      })
+    }, this.#rescanMs)
+    this.#rescanTimer.unref?.()
+  }
+
+  #startWatch(): void {
+    if (this.#watcher || this.#stopped) return
+    const dir = this.#dir
+    try {
+      this.#watcher = watchDir(dir, { persistent: false }, () => this.#scheduleScan())
+      this.#watcher.on('error', (err) => {
+        this.#logger.warn('Watching the manifest directory failed; reading it periodically', { dir, err: errorMessage(err) })
+        this.#watcher?.close()
+        this.#watcher = undefined
+      })
+    } catch {
+      // The directory does not exist (yet): the periodic read finds it.
+    }
+  }
+
+  #scheduleScan(): void {
+    if (this.#stopped || this.#debounceTimer) return
+    this.#debounceTimer = setTimeout(() => {
+      this.#debounceTimer = undefined
+      void this.scan()
+    }, this.#debounceMs)
+    this.#debounceTimer.unref?.()
+  }
+
+  #rebuild(): void {
+    const next = indexManifests(this.#files, this.#nodeName)
+    this.#conflicts = next.conflicts
+    const signature = JSON.stringify([...next.objects.entries()])
+    this.#objects = next.objects
+    if (signature !== this.#objectsSignature) {
+      this.#objectsSignature = signature
+      for (const listener of [...this.#objectListeners]) listener()
+    }
+    this.pods.replaceAll(next.pods)
+    this.pods.setReady(true)
+  }
+
+  async #get<T>(kind: ManifestKind, namespace: string | undefined, name: string, resource: string): Promise<T> {
+    const object = this.#objects.get(keyOf(kind, NAMESPACED.has(kind) ? (namespace ?? 'default') : undefined, name))
+    if (!object) throw new NotFoundError(resource, name)
+    return object as T
   }
 }
