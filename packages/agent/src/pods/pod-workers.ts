@@ -97,120 +97,53 @@ const BACK_OFF_JITTER_FACTOR = 0.5
 
 /** Creates the pod workers; `start()` follows the pod source. */
 export function createPodWorkers(options: PodWorkersOptions): PodWorkers {
-  const { manager, pods, recorder, clock, logger } = options
-  const random = options.random ?? Math.random
-  // The kubelet's wait.Jitter(backOffPeriod, 0.5): the period plus up to half of it, after any failure.
-  const backOff = (): number => options.retryMs + Math.floor(random() * BACK_OFF_JITTER_FACTOR * options.retryMs)
-  const workers = new Map<string, Worker>()
-  let unsubscribe: (() => void) | undefined
-  let stopped = true
+  return new PodWorkerPool(options)
+}
 
-  const cancel = (w: Worker): void => {
-    w.abort?.abort()
-    w.abort = undefined
-    if (w.timer) clearTimeout(w.timer)
-    w.timer = undefined
-    w.nextRetryAt = undefined
+class PodWorkerPool implements PodWorkers {
+  readonly #o: PodWorkersOptions
+  readonly #random: () => number
+  readonly #workers = new Map<string, Worker>()
+  #unsubscribe: (() => void) | undefined
+  #stopped = true
+
+  constructor(options: PodWorkersOptions) {
+    this.#o = options
+    this.#random = options.random ?? Math.random
   }
 
-  const later = (w: Worker, ms: number, fn: () => void): void => {
-    w.nextRetryAt = clock.now() + ms
-    w.timer = setTimeout(() => {
-      w.timer = undefined
-      w.nextRetryAt = undefined
-      if (!stopped) fn()
-    }, ms)
-    w.timer.unref?.()
+  start(): void {
+    this.#stopped = false
+    this.#unsubscribe = this.#o.pods.subscribe(() => this.#reconcile())
+    this.#reconcile()
   }
 
-  const sync = (uid: string, w: Worker): void => {
-    cancel(w)
-    const abort = new AbortController()
-    w.abort = abort
-    if (w.phase !== 'failed') w.phase = 'waiting'
-    const pod = w.pod
-    manager.waitForAttachAndMount(pod, { signal: abort.signal, timeoutMs: options.timeoutMs }).then(
-      () => {
-        if (abort.signal.aborted) return
-        w.abort = undefined
-        w.phase = 'mounted'
-        w.attempts = 0
-        w.lastError = undefined
-        w.mountedAt = clock.now()
-      },
-      (err: unknown) => {
-        if (abort.signal.aborted) return
-        w.abort = undefined
-        w.phase = 'failed'
-        w.attempts++
-        w.lastError = errorMessage(err)
-        const ref = `${pod.metadata.namespace}/${pod.metadata.name}`
-        // kubelet 1.32 syncPod: `if !wait.Interrupted(err)` around the FailedMount event. A wait
-        // that ran out of time (context deadline exceeded) or was cancelled posts nothing: the
-        // failing volume's own MountVolume.* event already says why.
-        if (err instanceof WaitError && err.interrupted) {
-          logger.info('Error syncing pod, skipping', { pod: ref, uid, err: w.lastError })
-        } else {
-          logger.warn('Unable to attach or mount volumes for pod; skipping pod', { pod: ref, uid, err: w.lastError })
-          recorder.event({
-            type: 'Warning',
-            reason: 'FailedMount',
-            message: `Unable to attach or mount volumes: ${w.lastError}`,
-            target: { kind: 'Pod', metadata: pod.metadata },
-            time: clock.now(),
-          })
-        }
-        later(w, backOff(), () => sync(uid, w))
-      },
-    )
+  stop(): void {
+    this.#stopped = true
+    this.#unsubscribe?.()
+    for (const w of this.#workers.values()) this.#cancel(w)
   }
 
-  const teardown = (uid: string, w: Worker): void => {
-    cancel(w)
-    const abort = new AbortController()
-    w.abort = abort
-    w.phase = 'unmounting'
-    manager.waitForUnmount(w.pod, { signal: abort.signal, timeoutMs: options.timeoutMs }).then(
-      async () => {
-        if (abort.signal.aborted) return
-        // Uncertain mounts do not hold waitForUnmount, but they do hold the pod's deletion.
-        if (manager.hasPossiblyMountedVolumesForPod(uid)) {
-          later(w, backOff(), () => teardown(uid, w))
-          return
-        }
-        w.abort = undefined
-        w.phase = 'unmounted'
-        const current = pods.getPodByUID(uid)
-        if (current && options.finalize && !w.finalized && isBeingDeleted(current)) {
-          w.finalized = true
-          try {
-            await options.finalize(current)
-          } catch (err) {
-            w.finalized = false
-            logger.warn('Could not delete the terminated pod', { uid, err: errorMessage(err) })
-            later(w, backOff(), () => teardown(uid, w))
-          }
-        }
-        forgetGone()
-      },
-      (err: unknown) => {
-        if (abort.signal.aborted) return
-        w.abort = undefined
-        w.attempts++
-        w.lastError = errorMessage(err)
-        later(w, backOff(), () => teardown(uid, w))
-      },
-    )
+  status(uid: string): PodWorkerStatus | undefined {
+    const w = this.#workers.get(uid)
+    return w ? view(uid, w) : undefined
   }
 
-  /** Drops the oldest unmounted pods that left their source, beyond {@link GONE_KEPT}. */
-  const forgetGone = (): void => {
-    const gone = [...workers.entries()].filter(([uid, w]) => w.phase === 'unmounted' && !pods.getPodByUID(uid))
-    for (const [uid] of gone.slice(0, Math.max(0, gone.length - GONE_KEPT))) workers.delete(uid)
+  list(): PodWorkerStatus[] {
+    return [...this.#workers.entries()].map(([uid, w]) => view(uid, w))
   }
 
-  const reconcile = (): void => {
-    if (stopped) return
+  phases(): Map<PodPhase, number> {
+    const counts = new Map<PodPhase, number>()
+    for (const w of this.#workers.values()) counts.set(w.phase, (counts.get(w.phase) ?? 0) + 1)
+    return counts
+  }
+
+  /** Starts, restarts or tears down a worker for every pod of the source, and for every pod gone from it. */
+  #reconcile(): void {
+    if (this.#stopped) return
+    const { pods, finalize } = this.#o
+    const workers = this.#workers
     const present = new Set<string>()
     for (const pod of pods.getPods()) {
       const uid = pod.metadata.uid
@@ -225,27 +158,150 @@ export function createPodWorkers(options: PodWorkersOptions): PodWorkers {
           // Only a pod set up again after teardown starts counting afresh.
           const attempts = w && !tornDown ? w.attempts : 0
           w = { ...(w ?? {}), pod, phase: 'waiting', attempts, finalized: false }
-          if (workers.get(uid)) cancel(workers.get(uid) as Worker)
+          if (workers.get(uid)) this.#cancel(workers.get(uid) as Worker)
           workers.set(uid, w)
-          sync(uid, w)
+          this.#sync(uid, w)
         }
       } else if (!w) {
         w = { pod, phase: 'unmounting', attempts: 0 }
         workers.set(uid, w)
-        teardown(uid, w)
+        this.#teardown(uid, w)
       } else {
         if (w.pod !== pod) w.pod = pod
-        if (w.phase !== 'unmounting' && w.phase !== 'unmounted') teardown(uid, w)
+        if (w.phase !== 'unmounting' && w.phase !== 'unmounted') this.#teardown(uid, w)
         // A finished pod left in place gets its deletion timestamp later: finish the deletion now.
-        else if (w.phase === 'unmounted' && options.finalize && !w.finalized && isBeingDeleted(pod)) teardown(uid, w)
+        else if (w.phase === 'unmounted' && finalize && !w.finalized && isBeingDeleted(pod)) this.#teardown(uid, w)
       }
     }
     for (const [uid, w] of workers) {
-      if (!present.has(uid) && w.phase !== 'unmounting' && w.phase !== 'unmounted') teardown(uid, w)
+      if (!present.has(uid) && w.phase !== 'unmounting' && w.phase !== 'unmounted') this.#teardown(uid, w)
     }
   }
 
-  const view = (uid: string, w: Worker): PodWorkerStatus => ({
+  #sync(uid: string, w: Worker): void {
+    this.#cancel(w)
+    const abort = new AbortController()
+    w.abort = abort
+    if (w.phase !== 'failed') w.phase = 'waiting'
+    const pod = w.pod
+    this.#o.manager.waitForAttachAndMount(pod, { signal: abort.signal, timeoutMs: this.#o.timeoutMs }).then(
+      () => {
+        if (abort.signal.aborted) return
+        w.abort = undefined
+        w.phase = 'mounted'
+        w.attempts = 0
+        w.lastError = undefined
+        w.mountedAt = this.#o.clock.now()
+      },
+      (err: unknown) => {
+        if (abort.signal.aborted) return
+        this.#syncFailed(uid, w, err)
+      },
+    )
+  }
+
+  #syncFailed(uid: string, w: Worker, err: unknown): void {
+    const { logger, recorder, clock } = this.#o
+    const pod = w.pod
+    w.abort = undefined
+    w.phase = 'failed'
+    w.attempts++
+    w.lastError = errorMessage(err)
+    const ref = `${pod.metadata.namespace}/${pod.metadata.name}`
+    // kubelet 1.32 syncPod: `if !wait.Interrupted(err)` around the FailedMount event. A wait
+    // that ran out of time (context deadline exceeded) or was cancelled posts nothing: the
+    // failing volume's own MountVolume.* event already says why.
+    if (err instanceof WaitError && err.interrupted) {
+      logger.info('Error syncing pod, skipping', { pod: ref, uid, err: w.lastError })
+    } else {
+      logger.warn('Unable to attach or mount volumes for pod; skipping pod', { pod: ref, uid, err: w.lastError })
+      recorder.event({
+        type: 'Warning',
+        reason: 'FailedMount',
+        message: `Unable to attach or mount volumes: ${w.lastError}`,
+        target: { kind: 'Pod', metadata: pod.metadata },
+        time: clock.now(),
+      })
+    }
+    this.#later(w, this.#backOff(), () => this.#sync(uid, w))
+  }
+
+  #teardown(uid: string, w: Worker): void {
+    this.#cancel(w)
+    const abort = new AbortController()
+    w.abort = abort
+    w.phase = 'unmounting'
+    this.#o.manager.waitForUnmount(w.pod, { signal: abort.signal, timeoutMs: this.#o.timeoutMs }).then(
+      async () => {
+        if (abort.signal.aborted) return
+        await this.#unmounted(uid, w)
+      },
+      (err: unknown) => {
+        if (abort.signal.aborted) return
+        w.abort = undefined
+        w.attempts++
+        w.lastError = errorMessage(err)
+        this.#later(w, this.#backOff(), () => this.#teardown(uid, w))
+      },
+    )
+  }
+
+  /** After `waitForUnmount`: the pod's object is deleted if someone asked for that, once nothing of it may be mounted. */
+  async #unmounted(uid: string, w: Worker): Promise<void> {
+    const { manager, pods, finalize, logger } = this.#o
+    // Uncertain mounts do not hold waitForUnmount, but they do hold the pod's deletion.
+    if (manager.hasPossiblyMountedVolumesForPod(uid)) {
+      this.#later(w, this.#backOff(), () => this.#teardown(uid, w))
+      return
+    }
+    w.abort = undefined
+    w.phase = 'unmounted'
+    const current = pods.getPodByUID(uid)
+    if (current && finalize && !w.finalized && isBeingDeleted(current)) {
+      w.finalized = true
+      try {
+        await finalize(current)
+      } catch (err) {
+        w.finalized = false
+        logger.warn('Could not delete the terminated pod', { uid, err: errorMessage(err) })
+        this.#later(w, this.#backOff(), () => this.#teardown(uid, w))
+      }
+    }
+    this.#forgetGone()
+  }
+
+  /** Drops the oldest unmounted pods that left their source, beyond {@link GONE_KEPT}. */
+  #forgetGone(): void {
+    const gone = [...this.#workers.entries()].filter(([uid, w]) => w.phase === 'unmounted' && !this.#o.pods.getPodByUID(uid))
+    for (const [uid] of gone.slice(0, Math.max(0, gone.length - GONE_KEPT))) this.#workers.delete(uid)
+  }
+
+  // The kubelet's wait.Jitter(backOffPeriod, 0.5): the period plus up to half of it, after any failure.
+  #backOff(): number {
+    return this.#o.retryMs + Math.floor(this.#random() * BACK_OFF_JITTER_FACTOR * this.#o.retryMs)
+  }
+
+  #cancel(w: Worker): void {
+    w.abort?.abort()
+    w.abort = undefined
+    if (w.timer) clearTimeout(w.timer)
+    w.timer = undefined
+    w.nextRetryAt = undefined
+  }
+
+  #later(w: Worker, ms: number, fn: () => void): void {
+    w.nextRetryAt = this.#o.clock.now() + ms
+    w.timer = setTimeout(() => {
+      w.timer = undefined
+      w.nextRetryAt = undefined
+      if (!this.#stopped) fn()
+    }, ms)
+    w.timer.unref?.()
+  }
+}
+
+function view(uid: string, w: Worker): PodWorkerStatus {
+  return {
     uid,
     namespace: w.pod.metadata.namespace ?? 'default',
     name: w.pod.metadata.name ?? '',
@@ -254,30 +310,5 @@ export function createPodWorkers(options: PodWorkersOptions): PodWorkers {
     ...(w.lastError === undefined ? {} : { lastError: w.lastError }),
     ...(w.nextRetryAt === undefined ? {} : { nextRetryAt: w.nextRetryAt }),
     ...(w.mountedAt === undefined ? {} : { mountedAt: w.mountedAt }),
-  })
-
-  return {
-    start() {
-      stopped = false
-      unsubscribe = pods.subscribe(reconcile)
-      reconcile()
-    },
-    stop() {
-      stopped = true
-      unsubscribe?.()
-      for (const w of workers.values()) cancel(w)
-    },
-    status(uid) {
-      const w = workers.get(uid)
-      return w ? view(uid, w) : undefined
-    },
-    list() {
-      return [...workers.entries()].map(([uid, w]) => view(uid, w))
-    },
-    phases() {
-      const counts = new Map<PodPhase, number>()
-      for (const w of workers.values()) counts.set(w.phase, (counts.get(w.phase) ?? 0) + 1)
-      return counts
-    },
   }
 }
