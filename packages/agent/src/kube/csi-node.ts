@@ -81,8 +81,88 @@ const same = (a: CsiNodeDriverEntry | undefined, b: CsiNodeDriverEntry): boolean
   JSON.stringify(a.topologyKeys ?? []) === JSON.stringify(b.topologyKeys ?? []) &&
   (a.allocatable?.count ?? 0) === (b.allocatable?.count ?? 0)
 
+/** The Node's side: the node ID annotation, and the topology labels the Node does not have yet. */
+async function syncNode({ clients, nodeName, logger }: CsiNodeUpdaterOptions, changes: ReadonlyMap<string, CsiNodeDriverInfo | null>): Promise<void> {
+  const node = toPlain<NodeObject>(await clients.core.readNode({ name: nodeName }))
+  const ids: Record<string, string> = JSON.parse(node.metadata.annotations?.[CSI_NODE_ID_ANNOTATION] ?? '{}')
+  const labels: Record<string, string> = {}
+  for (const [name, info] of changes) {
+    if (info === null) delete ids[name]
+    else {
+      ids[name] = info.nodeId
+      for (const [key, value] of Object.entries(info.accessibleTopology ?? {})) {
+        const existing = node.metadata.labels?.[key]
+        if (existing !== undefined && existing !== value) {
+          logger.warn('CSI topology label collides with the node\'s, keeping the node\'s', { driver: name, label: key, node: existing, driverValue: value })
+        } else if (existing === undefined) labels[key] = value
+      }
+    }
+  }
+  const current = node.metadata.annotations?.[CSI_NODE_ID_ANNOTATION]
+  const next = Object.keys(ids).length > 0 ? JSON.stringify(ids) : undefined
+  if (current === next && Object.keys(labels).length === 0) return
+  await clients.core.patchNode(
+    { name: nodeName, body: { metadata: { annotations: { [CSI_NODE_ID_ANNOTATION]: next ?? null }, ...(Object.keys(labels).length > 0 ? { labels } : {}) } } },
+    MERGE_PATCH,
+  )
+}
+
+/** The CSINode's side: its driver entries, the object created (owned by the Node) on first need. */
+async function syncCsiNode({ clients, nodeName }: CsiNodeUpdaterOptions, changes: ReadonlyMap<string, CsiNodeDriverInfo | null>): Promise<void> {
+  let existing: CsiNodeObject | undefined
+  try {
+    existing = toPlain<CsiNodeObject>(await clients.storage.readCSINode({ name: nodeName }))
+  } catch (err) {
+    if (statusCodeOf(err) !== 404) throw err
+  }
+  const drivers = [...(existing?.spec?.drivers ?? [])]
+  let changed = false
+  for (const [name, info] of changes) {
+    const i = drivers.findIndex((d) => d.name === name)
+    if (info === null) {
+      if (i >= 0) {
+        drivers.splice(i, 1)
+        changed = true
+      }
+      continue
+    }
+    const entry = csiNodeDriverEntry(info)
+    if (same(drivers[i], entry)) continue
+    if (i >= 0) drivers[i] = entry
+    else drivers.push(entry)
+    changed = true
+  }
+  if (existing && !changed) return
+  if (!existing) {
+    // Owned by the Node, as the kubelet does it: deleting the Node deletes its CSINode.
+    const node = toPlain<NodeObject>(await clients.core.readNode({ name: nodeName }))
+    await clients.storage.createCSINode({
+      body: {
+        apiVersion: 'storage.k8s.io/v1',
+        kind: 'CSINode',
+        metadata: { name: nodeName, ownerReferences: [{ apiVersion: 'v1', kind: 'Node', name: nodeName, uid: node.metadata.uid ?? '' }] },
+        spec: { drivers: drivers as never },
+      },
+    })
+    return
+  }
+  // A replace with the resourceVersion read: a concurrent writer makes it fail with 409 and the pass runs again.
+  await clients.storage.replaceCSINode({ name: nodeName, body: { ...existing, spec: { ...existing.spec, drivers: drivers as never } } as never })
+}
+
+/** One pass: brings the Node and the CSINode to what `wanted` holds. */
+async function pass(options: CsiNodeUpdaterOptions, wanted: Map<string, { readonly info: CsiNodeDriverInfo | null }>): Promise<void> {
+  const applying = new Map(wanted)
+  const changes = new Map([...applying].map(([name, box]) => [name, box.info]))
+  // The kubelet writes the node ID annotation first, then the CSINode.
+  await syncNode(options, changes)
+  await syncCsiNode(options, changes)
+  // A removal is done once applied, unless the driver changed again meanwhile.
+  for (const [name, box] of applying) if (box.info === null && wanted.get(name) === box) wanted.delete(name)
+}
+
 export function createCsiNodeUpdater(options: CsiNodeUpdaterOptions): CsiNodeUpdater {
-  const { clients, nodeName, logger } = options
+  const { nodeName, logger } = options
   const retryMs = options.retryMs ?? 1_000
   /** driver → its info, or null: remove it. A fresh box per change, so a pass knows what it applied. */
   const wanted = new Map<string, { readonly info: CsiNodeDriverInfo | null }>()
@@ -94,83 +174,6 @@ export function createCsiNodeUpdater(options: CsiNodeUpdaterOptions): CsiNodeUpd
   let stopped = false
   const idleWaiters: (() => void)[] = []
 
-  async function syncNode(changes: ReadonlyMap<string, CsiNodeDriverInfo | null>): Promise<void> {
-    const node = toPlain<NodeObject>(await clients.core.readNode({ name: nodeName }))
-    const ids: Record<string, string> = JSON.parse(node.metadata.annotations?.[CSI_NODE_ID_ANNOTATION] ?? '{}')
-    const labels: Record<string, string> = {}
-    for (const [name, info] of changes) {
-      if (info === null) delete ids[name]
-      else {
-        ids[name] = info.nodeId
-        for (const [key, value] of Object.entries(info.accessibleTopology ?? {})) {
-          const existing = node.metadata.labels?.[key]
-          if (existing !== undefined && existing !== value) {
-            logger.warn('CSI topology label collides with the node\'s, keeping the node\'s', { driver: name, label: key, node: existing, driverValue: value })
-          } else if (existing === undefined) labels[key] = value
-        }
-      }
-    }
-    const current = node.metadata.annotations?.[CSI_NODE_ID_ANNOTATION]
-    const next = Object.keys(ids).length > 0 ? JSON.stringify(ids) : undefined
-    if (current === next && Object.keys(labels).length === 0) return
-    await clients.core.patchNode(
-      { name: nodeName, body: { metadata: { annotations: { [CSI_NODE_ID_ANNOTATION]: next ?? null }, ...(Object.keys(labels).length > 0 ? { labels } : {}) } } },
-      MERGE_PATCH,
-    )
-  }
-
-  async function syncCsiNode(changes: ReadonlyMap<string, CsiNodeDriverInfo | null>): Promise<void> {
-    let existing: CsiNodeObject | undefined
-    try {
-      existing = toPlain<CsiNodeObject>(await clients.storage.readCSINode({ name: nodeName }))
-    } catch (err) {
-      if (statusCodeOf(err) !== 404) throw err
-    }
-    const drivers = [...(existing?.spec?.drivers ?? [])]
-    let changed = false
-    for (const [name, info] of changes) {
-      const i = drivers.findIndex((d) => d.name === name)
-      if (info === null) {
-        if (i >= 0) {
-          drivers.splice(i, 1)
-          changed = true
-        }
-        continue
-      }
-      const entry = csiNodeDriverEntry(info)
-      if (same(drivers[i], entry)) continue
-      if (i >= 0) drivers[i] = entry
-      else drivers.push(entry)
-      changed = true
-    }
-    if (existing && !changed) return
-    if (!existing) {
-      // Owned by the Node, as the kubelet does it: deleting the Node deletes its CSINode.
-      const node = toPlain<NodeObject>(await clients.core.readNode({ name: nodeName }))
-      await clients.storage.createCSINode({
-        body: {
-          apiVersion: 'storage.k8s.io/v1',
-          kind: 'CSINode',
-          metadata: { name: nodeName, ownerReferences: [{ apiVersion: 'v1', kind: 'Node', name: nodeName, uid: node.metadata.uid ?? '' }] },
-          spec: { drivers: drivers as never },
-        },
-      })
-      return
-    }
-    // A replace with the resourceVersion read: a concurrent writer makes it fail with 409 and the pass runs again.
-    await clients.storage.replaceCSINode({ name: nodeName, body: { ...existing, spec: { ...existing.spec, drivers: drivers as never } } as never })
-  }
-
-  async function pass(): Promise<void> {
-    const applying = new Map(wanted)
-    const changes = new Map([...applying].map(([name, box]) => [name, box.info]))
-    // The kubelet writes the node ID annotation first, then the CSINode.
-    await syncNode(changes)
-    await syncCsiNode(changes)
-    // A removal is done once applied, unless the driver changed again meanwhile.
-    for (const [name, box] of applying) if (box.info === null && wanted.get(name) === box) wanted.delete(name)
-  }
-
   function schedule(): void {
     if (stopped) return
     dirty = true
@@ -179,7 +182,7 @@ export function createCsiNodeUpdater(options: CsiNodeUpdaterOptions): CsiNodeUpd
       while (dirty && !stopped) {
         dirty = false
         try {
-          await pass()
+          await pass(options, wanted)
           failures = 0
           lastError = undefined
         } catch (err) {
