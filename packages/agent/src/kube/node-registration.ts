@@ -65,49 +65,89 @@ export function initialNodeLabels(nodeName: string, extra: Readonly<Record<strin
 
 /** Creates the registration; `start()` runs it. */
 export function createNodeRegistration(options: NodeRegistrationOptions): NodeRegistration {
-  const { clients, nodeName, logger } = options
-  const maxRetryMs = options.maxRetryMs ?? 7_000
-  let state: NodeRegistrationState = 'pending'
-  let lastError: string | undefined
-  let warned: string | undefined
-  let attempt = 0
-  let timer: NodeJS.Timeout | undefined
-  let stopped = true
-  let running = false
-  let resolveReady: () => void = () => {}
-  const ready = new Promise<void>((resolve) => (resolveReady = resolve))
+  return new NodeRegistrar(options)
+}
+
+class NodeRegistrar implements NodeRegistration {
+  readonly ready: Promise<void>
+  readonly #o: NodeRegistrationOptions
+  readonly #maxRetryMs: number
+  #state: NodeRegistrationState = 'pending'
+  #lastError: string | undefined
+  #warned: string | undefined
+  #attempt = 0
+  #timer: NodeJS.Timeout | undefined
+  #stopped = true
+  #running = false
+  #resolveReady: () => void = () => {}
+
+  constructor(options: NodeRegistrationOptions) {
+    this.#o = options
+    this.#maxRetryMs = options.maxRetryMs ?? 7_000
+    this.ready = new Promise<void>((resolve) => (this.#resolveReady = resolve))
+  }
+
+  get state(): NodeRegistrationState {
+    return this.#state
+  }
+
+  start(): void {
+    this.#stopped = false
+    this.#schedule()
+  }
+
+  stop(): void {
+    this.#stopped = true
+    if (this.#timer) clearTimeout(this.#timer)
+    this.#timer = undefined
+  }
+
+  check(): { readonly ok: boolean; readonly message?: string } {
+    const { nodeName } = this.#o
+    if (this.#state === 'ready') return { ok: true }
+    if (this.#state === 'pending') return { ok: false, message: `checking the Node object ${nodeName}` }
+    return { ok: false, message: this.#lastError ?? `the Node object ${nodeName} is not ready` }
+  }
+
+  nodeMissing(): void {
+    const { nodeName } = this.#o
+    if (this.#state !== 'ready') return
+    // The kubelet registers once per start; a Node deleted later is only reported, not re-created.
+    this.#state = 'missing'
+    this.#lastError = `the Node object ${nodeName} does not exist`
+    this.#warnOnce(`The Node object ${nodeName} does not exist`, { node: nodeName })
+    this.#attempt = 0
+    this.#recheck()
+  }
+
+  /** After `nodeMissing`: reads the Node with a backoff until it is there again. */
+  #recheck(): void {
+    const { clients, nodeName, logger } = this.#o
+    if (this.#stopped || this.#state === 'ready') return
+    void clients.core.readNode({ name: nodeName }).then(
+      () => {
+        this.#state = 'ready'
+        this.#lastError = undefined
+        this.#warned = undefined
+        logger.info('The Node object exists', { node: nodeName })
+      },
+      () => {
+        this.#timer = setTimeout(() => this.#recheck(), Math.min(this.#o.retryMs * 2 ** this.#attempt++, this.#maxRetryMs))
+        this.#timer.unref?.()
+      },
+    )
+  }
 
   /** One warning per distinct problem, not one per retry. */
-  const warnOnce = (message: string, fields: Record<string, unknown>): void => {
-    if (warned === message) return
-    warned = message
-    logger.warn(message, fields)
-  }
-
-  const create = async (): Promise<void> => {
-    const annotations = options.controllerAttachDetach ? { [CONTROLLER_MANAGED_ATTACH_DETACH]: 'true' } : undefined
-    const body: V1Node = { apiVersion: 'v1', kind: 'Node', metadata: { name: nodeName, labels: initialNodeLabels(nodeName, options.labels), ...(annotations ? { annotations } : {}) } }
-    try {
-      await clients.core.createNode({ body })
-      logger.info('Registered the node', { node: nodeName, labels: body.metadata?.labels, controllerAttachDetach: options.controllerAttachDetach })
-    } catch (err) {
-      // Someone else (an earlier run, another registrar) created it: reconcile the existing one next.
-      if (statusCodeOf(err) !== 409) throw err
-    }
-  }
-
-  /** Sets or removes the controller-managed annotation on an existing Node. */
-  const reconcile = async (node: V1Node): Promise<void> => {
-    const has = node.metadata?.annotations?.[CONTROLLER_MANAGED_ATTACH_DETACH] !== undefined
-    const correct = node.metadata?.annotations?.[CONTROLLER_MANAGED_ATTACH_DETACH] === 'true'
-    if (options.controllerAttachDetach ? correct : !has) return
-    const value = options.controllerAttachDetach ? 'true' : null
-    await clients.core.patchNode({ name: nodeName, body: { metadata: { annotations: { [CONTROLLER_MANAGED_ATTACH_DETACH]: value } } } }, MERGE_PATCH)
-    logger.info(options.controllerAttachDetach ? 'Annotated the node for controller attach/detach' : 'Removed the controller attach/detach annotation from the node', { node: nodeName })
+  #warnOnce(message: string, fields: Record<string, unknown>): void {
+    if (this.#warned === message) return
+    this.#warned = message
+    this.#o.logger.warn(message, fields)
   }
 
   /** One check; true when done. */
-  const once = async (): Promise<boolean> => {
+  async #once(): Promise<boolean> {
+    const { clients, nodeName } = this.#o
     let node: V1Node | undefined
     try {
       node = await clients.core.readNode({ name: nodeName })
@@ -115,93 +155,75 @@ export function createNodeRegistration(options: NodeRegistrationOptions): NodeRe
       if (statusCodeOf(err) !== 404) throw err
     }
     if (!node) {
-      if (!options.register) {
-        state = 'missing'
-        lastError = `the Node object ${nodeName} does not exist (registerNode is off: create it, or run with --register-node)`
-        warnOnce(`The Node object ${nodeName} does not exist and registerNode is off; waiting for it`, { node: nodeName })
+      if (!this.#o.register) {
+        this.#state = 'missing'
+        this.#lastError = `the Node object ${nodeName} does not exist (registerNode is off: create it, or run with --register-node)`
+        this.#warnOnce(`The Node object ${nodeName} does not exist and registerNode is off; waiting for it`, { node: nodeName })
         return false
       }
-      await create()
+      await createNode(this.#o)
       node = await clients.core.readNode({ name: nodeName })
     }
-    await reconcile(node)
+    await reconcileAnnotation(this.#o, node)
     return true
   }
 
-  const schedule = (): void => {
-    if (stopped || running) return
-    running = true
-    void once()
+  #schedule(): void {
+    if (this.#stopped || this.#running) return
+    this.#running = true
+    void this.#once()
       .catch((err: unknown) => {
-        state = state === 'missing' ? state : 'failed'
-        lastError = apiErrorMessage(err)
-        warnOnce(`Registering the node failed: ${lastError}`, { node: nodeName })
+        this.#state = this.#state === 'missing' ? this.#state : 'failed'
+        this.#lastError = apiErrorMessage(err)
+        this.#warnOnce(`Registering the node failed: ${this.#lastError}`, { node: this.#o.nodeName })
         return false
       })
-      .then((done) => {
-        running = false
-        if (done) {
-          state = 'ready'
-          lastError = undefined
-          attempt = 0
-          if (warned !== undefined) logger.info('The Node object exists', { node: nodeName })
-          warned = undefined
-          resolveReady()
-          return
-        }
-        if (stopped) return
-        const delay = Math.min(options.retryMs * 2 ** attempt, maxRetryMs)
-        attempt++
-        timer = setTimeout(() => {
-          timer = undefined
-          schedule()
-        }, delay)
-        timer.unref?.()
-      })
+      .then((done) => this.#onceDone(done))
   }
 
-  return {
-    ready,
-    get state() {
-      return state
-    },
-    start() {
-      stopped = false
-      schedule()
-    },
-    stop() {
-      stopped = true
-      if (timer) clearTimeout(timer)
-      timer = undefined
-    },
-    check() {
-      if (state === 'ready') return { ok: true }
-      if (state === 'pending') return { ok: false, message: `checking the Node object ${nodeName}` }
-      return { ok: false, message: lastError ?? `the Node object ${nodeName} is not ready` }
-    },
-    nodeMissing() {
-      if (state !== 'ready') return
-      // The kubelet registers once per start; a Node deleted later is only reported, not re-created.
-      state = 'missing'
-      lastError = `the Node object ${nodeName} does not exist`
-      warnOnce(`The Node object ${nodeName} does not exist`, { node: nodeName })
-      const recheck = (): void => {
-        if (stopped || state === 'ready') return
-        void clients.core.readNode({ name: nodeName }).then(
-          () => {
-            state = 'ready'
-            lastError = undefined
-            warned = undefined
-            logger.info('The Node object exists', { node: nodeName })
-          },
-          () => {
-            timer = setTimeout(recheck, Math.min(options.retryMs * 2 ** attempt++, maxRetryMs))
-            timer.unref?.()
-          },
-        )
-      }
-      attempt = 0
-      recheck()
-    },
+  #onceDone(done: boolean): void {
+    this.#running = false
+    if (done) {
+      this.#state = 'ready'
+      this.#lastError = undefined
+      this.#attempt = 0
+      if (this.#warned !== undefined) this.#o.logger.info('The Node object exists', { node: this.#o.nodeName })
+      this.#warned = undefined
+      this.#resolveReady()
+      return
+    }
+    if (this.#stopped) return
+    const delay = Math.min(this.#o.retryMs * 2 ** this.#attempt, this.#maxRetryMs)
+    this.#attempt++
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined
+      this.#schedule()
+    }, delay)
+    this.#timer.unref?.()
   }
+}
+
+/** Creates the Node as the kubelet's `initialNode` would; a 409 (it exists already) is fine. */
+async function createNode(options: NodeRegistrationOptions): Promise<void> {
+  const { clients, nodeName, logger } = options
+  const annotations = options.controllerAttachDetach ? { [CONTROLLER_MANAGED_ATTACH_DETACH]: 'true' } : undefined
+  const body: V1Node = { apiVersion: 'v1', kind: 'Node', metadata: { name: nodeName, labels: initialNodeLabels(nodeName, options.labels), ...(annotations ? { annotations } : {}) } }
+  try {
+    await clients.core.createNode({ body })
+    logger.info('Registered the node', { node: nodeName, labels: body.metadata?.labels, controllerAttachDetach: options.controllerAttachDetach })
+  } catch (err) {
+    // Someone else (an earlier run, another registrar) created it: reconcile the existing one next.
+    if (statusCodeOf(err) !== 409) throw err
+  }
+}
+
+/** Sets or removes the controller-managed annotation on an existing Node. */
+async function reconcileAnnotation(options: NodeRegistrationOptions, node: V1Node): Promise<void> {
+  const { clients, nodeName, logger } = options
+  const has = node.metadata?.annotations?.[CONTROLLER_MANAGED_ATTACH_DETACH] !== undefined
+  const correct = node.metadata?.annotations?.[CONTROLLER_MANAGED_ATTACH_DETACH] === 'true'
+  if (options.controllerAttachDetach ? correct : !has) return
+  const value = options.controllerAttachDetach ? 'true' : null
+  await clients.core.patchNode({ name: nodeName, body: { metadata: { annotations: { [CONTROLLER_MANAGED_ATTACH_DETACH]: value } } } }, MERGE_PATCH)
+  logger.info(options.controllerAttachDetach ? 'Annotated the node for controller attach/detach' : 'Removed the controller attach/detach annotation from the node', { node: nodeName })
 }
