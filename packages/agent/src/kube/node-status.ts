@@ -53,139 +53,154 @@ const CONFLICT_RETRIES = 5
 
 /** Creates the updater; `start()` subscribes to the manager and starts the period. */
 export function createNodeStatusUpdater(options: NodeStatusUpdaterOptions): NodeStatusUpdater {
-  const { clients, nodeName, manager, logger } = options
-  const retryMs = options.retryMs ?? 1_000
-  const maxRetryMs = Math.max(options.periodMs, 1_000)
-  let reported: UniqueVolumeName[] | undefined
+  return new VolumesInUseUpdater(options)
+}
+
+class VolumesInUseUpdater implements NodeStatusUpdater {
+  readonly #o: NodeStatusUpdaterOptions
+  readonly #retryMs: number
+  readonly #maxRetryMs: number
+  #reported: UniqueVolumeName[] | undefined
   /** What kubevol last wrote as its own: taken out again when no longer in use. */
-  let written: readonly string[] = []
-  let lastError: string | undefined
-  let running: Promise<void> | undefined
-  let again = false
-  let timer: NodeJS.Timeout | undefined
-  let retry: NodeJS.Timeout | undefined
-  let failures = 0
-  let unsubscribe: (() => void) | undefined
-  let scheduled = false
-  let stopped = true
+  #written: readonly string[] = []
+  #lastError: string | undefined
+  #running: Promise<void> | undefined
+  #again = false
+  #timer: NodeJS.Timeout | undefined
+  #retry: NodeJS.Timeout | undefined
+  #failures = 0
+  #unsubscribe: (() => void) | undefined
+  #scheduled = false
+  #stopped = true
 
-  /** Names kubevol answers for: what it wrote before, and every volume of its desired and actual state. */
-  const ownNames = (inUse: readonly string[]): Set<string> => {
-    const snap = manager.snapshot()
-    return new Set<string>([...written, ...inUse, ...snap.desired.map((v) => v.volumeName), ...snap.mounted.map((v) => v.volumeName), ...snap.attached.map((v) => v.volumeName)])
+  constructor(options: NodeStatusUpdaterOptions) {
+    this.#o = options
+    this.#retryMs = options.retryMs ?? 1_000
+    this.#maxRetryMs = Math.max(options.periodMs, 1_000)
   }
 
-  /** Reads the Node and writes the merged list when it differs from what the server holds. */
-  const write = async (inUse: UniqueVolumeName[]): Promise<void> => {
-    for (let attempt = 1; ; attempt++) {
-      const node: V1Node = await clients.core.readNode({ name: nodeName })
-      const held = [...(node.status?.volumesInUse ?? [])]
-      const own = ownNames(inUse)
-      const next = [...new Set([...held.filter((n) => !own.has(n)), ...inUse])].sort()
-      if (sameList(next, [...held].sort())) {
-        reported = next as UniqueVolumeName[]
-        break
-      }
-      try {
-        const body = { metadata: { resourceVersion: node.metadata?.resourceVersion }, status: { volumesInUse: next } }
-        const updated: V1Node = await clients.core.patchNodeStatus({ name: nodeName, body }, MERGE_PATCH)
-        reported = [...(updated.status?.volumesInUse ?? [])].sort() as UniqueVolumeName[]
-        options.onPatch?.('success')
-        logger.debug('Updated node volumesInUse', { volumesInUse: reported })
-        break
-      } catch (err) {
-        if (statusCodeOf(err) !== 409 || attempt >= CONFLICT_RETRIES) throw err
-        logger.debug('The node changed while volumesInUse was written; reading it again', { node: nodeName, attempt })
-      }
+  get reported(): readonly UniqueVolumeName[] | undefined {
+    return this.#reported
+  }
+
+  get lastError(): string | undefined {
+    return this.#lastError
+  }
+
+  start(): void {
+    this.#stopped = false
+    this.#unsubscribe = this.#o.manager.subscribe((event) => {
+      if (event.type !== 'state-changed' || this.#scheduled) return
+      this.#scheduled = true
+      queueMicrotask(() => {
+        this.#scheduled = false
+        if (!this.#stopped) void this.sync()
+      })
+    })
+    this.#tick()
+    void this.sync()
+  }
+
+  stop(): void {
+    this.#stopped = true
+    this.#unsubscribe?.()
+    if (this.#timer) clearTimeout(this.#timer)
+    if (this.#retry) clearTimeout(this.#retry)
+    this.#timer = this.#retry = undefined
+  }
+
+  sync(): Promise<void> {
+    if (this.#running) {
+      this.#again = true
+      return this.#running
     }
-    written = inUse
+    this.#running = (async () => {
+      do {
+        this.#again = false
+        try {
+          await this.#once()
+        } catch (err) {
+          this.#o.logger.error('Node status check failed', { err: errorMessage(err) })
+        }
+      } while (this.#again && !this.#stopped)
+    })().finally(() => {
+      this.#running = undefined
+    })
+    return this.#running
   }
 
-  const once = async (): Promise<void> => {
+  #tick(): void {
+    this.#timer = setTimeout(() => {
+      void this.sync().finally(() => {
+        if (!this.#stopped) this.#tick()
+      })
+    }, this.#o.periodMs)
+    this.#timer.unref?.()
+  }
+
+  async #once(): Promise<void> {
+    const { manager, logger, nodeName } = this.#o
     // The kubelet reports volumes in use only once reconstruction has been reconciled.
     if (!manager.reconcilerStatesHaveBeenSynced()) return
-    if (options.nodeReady && !options.nodeReady()) return
+    if (this.#o.nodeReady && !this.#o.nodeReady()) return
     const inUse = manager.getVolumesInUse()
     try {
-      await write(inUse)
-      if (lastError !== undefined) logger.info('Node volumesInUse can be written again', { node: nodeName })
-      lastError = undefined
-      failures = 0
-      manager.markVolumesAsReportedInUse(reported ?? [])
+      this.#reported = await writeVolumesInUse(this.#o, this.#written, inUse)
+      this.#written = inUse
+      if (this.#lastError !== undefined) logger.info('Node volumesInUse can be written again', { node: nodeName })
+      this.#lastError = undefined
+      this.#failures = 0
+      manager.markVolumesAsReportedInUse(this.#reported ?? [])
     } catch (err) {
-      const message = apiErrorMessage(err)
-      options.onPatch?.('error')
-      if (statusCodeOf(err) === 404) options.onNodeMissing?.()
-      // One line per distinct error, not one per retry.
-      if (message !== lastError) logger.warn('Updating node volumesInUse failed', { node: nodeName, err: message })
-      lastError = message
-      if (!retry && !stopped) {
-        retry = setTimeout(
-          () => {
-            retry = undefined
-            void updater.sync()
-          },
-          Math.min(retryMs * 2 ** failures++, maxRetryMs),
-        )
-        retry.unref?.()
-      }
+      this.#failed(err)
     }
   }
 
-  const updater: NodeStatusUpdater = {
-    get reported() {
-      return reported
-    },
-    get lastError() {
-      return lastError
-    },
-    start() {
-      stopped = false
-      unsubscribe = manager.subscribe((event) => {
-        if (event.type !== 'state-changed' || scheduled) return
-        scheduled = true
-        queueMicrotask(() => {
-          scheduled = false
-          if (!stopped) void updater.sync()
-        })
-      })
-      const tick = (): void => {
-        timer = setTimeout(() => {
-          void updater.sync().finally(() => {
-            if (!stopped) tick()
-          })
-        }, options.periodMs)
-        timer.unref?.()
-      }
-      tick()
-      void updater.sync()
-    },
-    stop() {
-      stopped = true
-      unsubscribe?.()
-      if (timer) clearTimeout(timer)
-      if (retry) clearTimeout(retry)
-      timer = retry = undefined
-    },
-    sync() {
-      if (running) {
-        again = true
-        return running
-      }
-      running = (async () => {
-        do {
-          again = false
-          try {
-            await once()
-          } catch (err) {
-            logger.error('Node status check failed', { err: errorMessage(err) })
-          }
-        } while (again && !stopped)
-      })().finally(() => {
-        running = undefined
-      })
-      return running
-    },
+  #failed(err: unknown): void {
+    const { logger, nodeName } = this.#o
+    const message = apiErrorMessage(err)
+    this.#o.onPatch?.('error')
+    if (statusCodeOf(err) === 404) this.#o.onNodeMissing?.()
+    // One line per distinct error, not one per retry.
+    if (message !== this.#lastError) logger.warn('Updating node volumesInUse failed', { node: nodeName, err: message })
+    this.#lastError = message
+    if (!this.#retry && !this.#stopped) {
+      this.#retry = setTimeout(
+        () => {
+          this.#retry = undefined
+          void this.sync()
+        },
+        Math.min(this.#retryMs * 2 ** this.#failures++, this.#maxRetryMs),
+      )
+      this.#retry.unref?.()
+    }
   }
-  return updater
+}
+
+/**
+ * Reads the Node and writes the merged list when it differs from what the server holds; returns
+ * the list the server now holds. Names kubevol answers for (what it wrote before, and every volume
+ * of its desired and actual state) are replaced by `inUse`; everyone else's entries are kept.
+ */
+async function writeVolumesInUse(options: NodeStatusUpdaterOptions, written: readonly string[], inUse: UniqueVolumeName[]): Promise<UniqueVolumeName[]> {
+  const { clients, nodeName, manager, logger } = options
+  for (let attempt = 1; ; attempt++) {
+    const node: V1Node = await clients.core.readNode({ name: nodeName })
+    const held = [...(node.status?.volumesInUse ?? [])]
+    const snap = manager.snapshot()
+    const own = new Set<string>([...written, ...inUse, ...snap.desired.map((v) => v.volumeName), ...snap.mounted.map((v) => v.volumeName), ...snap.attached.map((v) => v.volumeName)])
+    const next = [...new Set([...held.filter((n) => !own.has(n)), ...inUse])].sort()
+    if (sameList(next, [...held].sort())) return next as UniqueVolumeName[]
+    try {
+      const body = { metadata: { resourceVersion: node.metadata?.resourceVersion }, status: { volumesInUse: next } }
+      const updated: V1Node = await clients.core.patchNodeStatus({ name: nodeName, body }, MERGE_PATCH)
+      const reported = [...(updated.status?.volumesInUse ?? [])].sort() as UniqueVolumeName[]
+      options.onPatch?.('success')
+      logger.debug('Updated node volumesInUse', { volumesInUse: reported })
+      return reported
+    } catch (err) {
+      if (statusCodeOf(err) !== 409 || attempt >= CONFLICT_RETRIES) throw err
+      logger.debug('The node changed while volumesInUse was written; reading it again', { node: nodeName, attempt })
+    }
+  }
 }
