@@ -368,6 +368,7 @@ export class ManagerEngine implements VolumeManager {
   // volume reads a claim or a PV). A change the reader cannot name: every pod with such volumes.
   // Either way a pass, for pods waiting for a claim.
   readonly #onObjectChange = (changed?: ObjectReference): void => {
+    this.#populator.objectsChanged()
     if (!changed) {
       this.#reprocessRemountPods()
       return

@@ -36,6 +36,8 @@ export class Populator {
   #hasAddedPods = false
   #running: Promise<void> | undefined
   #again = false
+  /** An object changed since attachability was last looked at. */
+  #attachabilityDue = true
 
   constructor(options: PopulatorOptions) {
     this.#o = options
@@ -57,6 +59,14 @@ export class Populator {
    * only, or at every pod. Beyond the kubelet, whose populator loops over every pod each 100 ms:
    * a pod's arrival costs the same on a node of ten pods and of a thousand.
    */
+  /**
+   * An object changed (a CSIDriver among them, perhaps): the next pass looks again at whether each
+   * desired volume still needs an attach.
+   */
+  objectsChanged(): void {
+    this.#attachabilityDue = true
+  }
+
   podChanged(uid?: UniquePodName): void {
     if (uid === undefined) this.#full = true
     else this.#dirty.add(uid)
@@ -213,10 +223,14 @@ export class Populator {
   /**
    * SPEC §4.5: a desired volume whose plugin no longer attaches it (a CSIDriver object that now says
    * `attachRequired: false`) is marked so, and its pods mount without waiting for an attach no one
-   * will make. The change comes from an object, not a pod, so every attachable volume is looked at
-   * on every pass (they are few: a node's attach limit bounds them), whatever pods changed.
+   * will make. The change comes from an object, not a pod: every attachable volume is looked at on
+   * a full pass and on the passes after an object changed ({@link objectsChanged}), not on every
+   * pass, since a node may hold thousands of attachable volumes and a pod's pass would pay for all.
+   * A plugin that learns of its CSIDriver object after that pass answers on the next full one (the
+   * manager's resync).
    */
   #refreshAttachability(): void {
+    this.#attachabilityDue = false
     const { dsw, plugins, logger } = this.#o
     for (const { volumeName, spec } of dsw.attachableVolumes()) {
       let attachable: boolean
@@ -233,7 +247,7 @@ export class Populator {
 
   #findAndRemoveDeletedPods(only: ReadonlySet<UniquePodName> | undefined): void {
     const { dsw, asw, pods } = this.#o
-    this.#refreshAttachability()
+    if (only === undefined || this.#attachabilityDue) this.#refreshAttachability()
     // Per pod, not per volume: a pod still running is skipped with one lookup.
     for (const podName of only ?? dsw.getPods()) {
       if (!pods.shouldPodRuntimeBeRemoved(podName)) continue
