@@ -72,58 +72,85 @@ interface Entry {
   version?: string
 }
 
-/** Creates the reader; `nodeInformer.start()` begins watching the node. */
-export function createApiObjectReader(options: ApiObjectReaderOptions): ApiObjectReader {
-  const { clients, nodeName, logger } = options
-  const clock = options.clock ?? systemClock
-  const cache = new Map<string, Entry>()
-  const versions = new Map<string, string>()
-  const listeners = new Set<(changed?: ObjectReference) => void>()
-  let node: Node | undefined
+/** Reads through a TTL cache; a changed resourceVersion since the last read is announced to the listeners. */
+class ReadCache {
+  readonly #ttlMs: number
+  readonly #clock: Clock
+  readonly #cache = new Map<string, Entry>()
+  readonly #versions = new Map<string, string>()
+  readonly #listeners = new Set<(changed?: ObjectReference) => void>()
 
-  const notify = (changed: ObjectReference): void => {
-    for (const listener of [...listeners]) listener(changed)
+  constructor(ttlMs: number, clock: Clock) {
+    this.#ttlMs = ttlMs
+    this.#clock = clock
   }
 
-  /** Reads through the cache; a changed resourceVersion since the last read is announced. */
-  const read = <T>(resource: string, namespace: string | undefined, name: string, fetch: () => Promise<unknown>): Promise<T> => {
+  get size(): number {
+    return this.#cache.size
+  }
+
+  read<T>(resource: string, namespace: string | undefined, name: string, fetch: () => Promise<unknown>): Promise<T> {
     const key = `${resource}/${namespace ?? ''}/${name}`
     const changed: ObjectReference = { kind: KINDS[resource] ?? resource, namespace, name }
-    const now = clock.now()
-    const hit = cache.get(key)
-    if (hit && now - hit.at < options.ttlMs) return hit.promise as Promise<T>
+    const now = this.#clock.now()
+    const hit = this.#cache.get(key)
+    if (hit && now - hit.at < this.#ttlMs) return hit.promise as Promise<T>
     const promise = fetch().then(
       (value) => {
         const plain = toPlain<{ metadata?: { resourceVersion?: string } }>(value)
         const version = plain.metadata?.resourceVersion ?? ''
-        const before = versions.get(key)
-        versions.set(key, version)
-        if (before !== undefined && before !== version) queueMicrotask(() => notify(changed))
+        const before = this.#versions.get(key)
+        this.#versions.set(key, version)
+        if (before !== undefined && before !== version) queueMicrotask(() => this.#notify(changed))
         return plain
       },
       (err: unknown) => {
         // Failures are not kept: the next read asks again.
-        cache.delete(key)
+        this.#cache.delete(key)
         if (statusCodeOf(err) === 404) {
-          if (versions.delete(key)) queueMicrotask(() => notify(changed))
+          if (this.#versions.delete(key)) queueMicrotask(() => this.#notify(changed))
           throw new NotFoundError(resource, name, { cause: err })
         }
         throw new Error(`reading ${resource} ${namespace ? `${namespace}/` : ''}${name}: ${apiErrorMessage(err)}`, { cause: err })
       },
     )
-    if (options.ttlMs > 0) cache.set(key, { at: now, promise })
+    if (this.#ttlMs > 0) this.#cache.set(key, { at: now, promise })
     return promise as Promise<T>
   }
 
+  /** What a write answered: the cached read goes, and its version is the one seen. */
+  wrote(key: string, version: string): void {
+    this.#cache.delete(key)
+    this.#versions.set(key, version)
+  }
+
+  clear(): void {
+    this.#cache.clear()
+  }
+
+  subscribe(listener: (changed?: ObjectReference) => void): () => boolean {
+    this.#listeners.add(listener)
+    return () => this.#listeners.delete(listener)
+  }
+
+  #notify(changed: ObjectReference): void {
+    for (const listener of [...this.#listeners]) listener(changed)
+  }
+}
+
+/** This node's Node from a watch (`metadata.name=<node>`): `current()` is the last copy seen. */
+function watchNode(options: ApiObjectReaderOptions): { readonly informer: Informer; current(): Node | undefined } {
+  const { clients, nodeName } = options
+  let node: Node | undefined
   const nodeSelector = `metadata.name=${nodeName}`
-  const nodeInformer = createInformer<V1Node>({
+  const informer = createInformer<V1Node>({
     resource: 'nodes',
     path: '/api/v1/nodes',
     watch: clients.watch,
     list: () => clients.core.listNode({ fieldSelector: nodeSelector }),
     fieldSelector: nodeSelector,
     retryMs: options.retryMs,
-    logger,
+    logger: options.logger,
     onList(items) {
       node = items.find((n) => n.metadata?.name === nodeName) as Node | undefined
     },
@@ -135,7 +162,16 @@ export function createApiObjectReader(options: ApiObjectReaderOptions): ApiObjec
     },
     onRestart: (reason) => options.onRestart?.('nodes', reason),
   })
+  return { informer, current: () => node }
+}
 
+/** Creates the reader; `nodeInformer.start()` begins watching the node. */
+export function createApiObjectReader(options: ApiObjectReaderOptions): ApiObjectReader {
+  const { clients, nodeName } = options
+  const cache = new ReadCache(options.ttlMs, options.clock ?? systemClock)
+  const read = <T>(resource: string, namespace: string | undefined, name: string, fetch: () => Promise<unknown>): Promise<T> => cache.read<T>(resource, namespace, name, fetch)
+  const watched = watchNode(options)
+  const nodeInformer = watched.informer
   const { core, storage } = clients
   return {
     nodeInformer,
@@ -152,6 +188,7 @@ export function createApiObjectReader(options: ApiObjectReaderOptions): ApiObjec
       read<VolumeAttachment>('volumeattachments.storage.k8s.io', undefined, name, () => storage.readVolumeAttachment({ name })),
     async getNode(name) {
       // The watched copy is current to the last event; before the first list, ask the server.
+      const node = watched.current()
       if (name === nodeName && node && nodeInformer.synced()) return node
       try {
         return toPlain<Node>(await core.readNode({ name }))
@@ -169,15 +206,10 @@ export function createApiObjectReader(options: ApiObjectReaderOptions): ApiObjec
       } catch (err) {
         throw new Error(`patching the status of persistentvolumeclaims ${namespace}/${name}: ${apiErrorMessage(err)}`, { cause: err })
       }
-      const key = `persistentvolumeclaims/${namespace}/${name}`
-      cache.delete(key)
-      versions.set(key, updated.metadata.resourceVersion ?? '')
+      cache.wrote(`persistentvolumeclaims/${namespace}/${name}`, updated.metadata.resourceVersion ?? '')
       return updated
     },
-    subscribe(listener) {
-      listeners.add(listener)
-      return () => listeners.delete(listener)
-    },
+    subscribe: (listener) => cache.subscribe(listener),
     invalidate() {
       cache.clear()
     },
