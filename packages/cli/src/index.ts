@@ -2,21 +2,19 @@
  * @kubevol/cli: the `kubevol` command. The command table drives parsing, help and the docs reference
  * page; `runCli` runs a command line in-process.
  *
- * The front door: every public name is listed here.
+ * The front door, small on purpose since the package is mostly its `kubevol` bin: `runCli` with
+ * what it is given, the command table and the reference pages rendered from it (the docs site
+ * uses them), the exit codes and errors, and the version. The command handlers, output renderers
+ * and the read-only host are not public.
  */
+export { runCli } from './cli.js'
+export type { CommandDependencies } from './commands/index.js'
+export type { Io, OutputFormat } from './output.js'
 export type { ArgSpec, CommandSpec, FlagAlias, FlagSpec, FlagType } from './command-table.js'
-export { COMMANDS, commandOf } from './command-table.js'
-export { describeError, runCli } from './cli.js'
-export type { CommandDependencies, CommandHandler } from './commands/index.js'
-export { COMMAND_HANDLERS } from './commands/index.js'
-export { CliError, CommandFailed, EXIT, UsageError } from './errors.js'
-export type { Io, OutputFormat, TableOptions } from './output.js'
-export { renderData, renderTable } from './output.js'
+export { COMMANDS } from './command-table.js'
 export type { ParsedCommand, ParseResult } from './parse.js'
-export { parseCommandLine, parseDuration } from './parse.js'
-export { renderCommandHelp, renderConfigurationReference, renderMainHelp, renderReference } from './reference.js'
-export type { CompletionShell } from './completion.js'
-export { renderCompletion } from './completion.js'
-export { createReadOnlyHost, MUTATING_HOST_METHODS, ReadOnlyHostError } from './read-only-host.js'
+export { parseCommandLine } from './parse.js'
+export { renderConfigurationReference, renderReference } from './reference.js'
+export { CliError, CommandFailed, EXIT, UsageError } from './errors.js'
 export type { OnceReport, RunDependencies, VolumeSummary } from './commands/run.js'
 export { CLI_VERSION } from './version.js'
