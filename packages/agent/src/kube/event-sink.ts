@@ -34,21 +34,11 @@ interface Posted {
   readonly name: string
 }
 
-/** Creates the sink; `start()` subscribes to the store. */
-export function createEventSink(options: EventSinkOptions): EventSink {
-  const { clients, nodeName, store, logger } = options
-  const maxTries = options.maxTries ?? 3
-  const retryMs = options.retryMs ?? 250
-  const posted = new Map<number, Posted>()
-  const queue = new Map<number, StoredEvent>()
-  let unsubscribe: (() => void) | undefined
-  let draining: Promise<void> | undefined
-  let stopped = true
-  let seq = 0
+const namespaceOf = (e: StoredEvent): string => e.involvedObject.namespace ?? 'default'
 
-  const namespaceOf = (e: StoredEvent): string => e.involvedObject.namespace ?? 'default'
-
-  const bodyOf = (e: StoredEvent, name: string): CoreV1Event => ({
+/** The core/v1 Event of a stored event, as the kubelet's recorder makes it. */
+function eventBody(e: StoredEvent, name: string, nodeName: string): CoreV1Event {
+  return {
     metadata: { name, namespace: namespaceOf(e) },
     involvedObject: {
       apiVersion: 'v1',
@@ -66,32 +56,56 @@ export function createEventSink(options: EventSinkOptions): EventSink {
     source: { component: 'kubevol', host: nodeName },
     reportingComponent: 'kubevol',
     reportingInstance: nodeName,
-  })
+  }
+}
 
-  const create = async (e: StoredEvent): Promise<void> => {
-    // The kubelet's name: the object's name and the time in hex nanoseconds (unique per process).
-    const nanos = BigInt(e.firstTimestamp) * 1_000_000n + BigInt(seq++ % 1_000_000)
-    const name = `${e.involvedObject.name || nodeName}.${nanos.toString(16)}`
-    await clients.core.createNamespacedEvent({ namespace: namespaceOf(e), body: bodyOf(e, name) })
-    posted.set(e.id, { namespace: namespaceOf(e), name })
-    options.onPost?.('created')
+/** One post: a new event is created, a repeat patches the one created, one gone meanwhile is created again. */
+class EventPoster {
+  readonly #o: EventSinkOptions
+  readonly #posted = new Map<number, Posted>()
+  #seq = 0
+
+  constructor(options: EventSinkOptions) {
+    this.#o = options
   }
 
-  const post = async (e: StoredEvent): Promise<void> => {
-    const known = posted.get(e.id)
-    if (!known) return create(e)
+  async post(e: StoredEvent): Promise<void> {
+    const known = this.#posted.get(e.id)
+    if (!known) return this.#create(e)
     try {
-      await clients.core.patchNamespacedEvent(
+      await this.#o.clients.core.patchNamespacedEvent(
         { namespace: known.namespace, name: known.name, body: { count: e.count, lastTimestamp: new Date(e.lastTimestamp).toISOString() } },
         MERGE_PATCH,
       )
-      options.onPost?.('patched')
+      this.#o.onPost?.('patched')
     } catch (err) {
       if (statusCodeOf(err) !== 404) throw err
-      posted.delete(e.id)
-      await create(e)
+      this.#posted.delete(e.id)
+      await this.#create(e)
     }
   }
+
+  async #create(e: StoredEvent): Promise<void> {
+    const { nodeName } = this.#o
+    // The kubelet's name: the object's name and the time in hex nanoseconds (unique per process).
+    const nanos = BigInt(e.firstTimestamp) * 1_000_000n + BigInt(this.#seq++ % 1_000_000)
+    const name = `${e.involvedObject.name || nodeName}.${nanos.toString(16)}`
+    await this.#o.clients.core.createNamespacedEvent({ namespace: namespaceOf(e), body: eventBody(e, name, nodeName) })
+    this.#posted.set(e.id, { namespace: namespaceOf(e), name })
+    this.#o.onPost?.('created')
+  }
+}
+
+/** Creates the sink; `start()` subscribes to the store. */
+export function createEventSink(options: EventSinkOptions): EventSink {
+  const { store, logger } = options
+  const maxTries = options.maxTries ?? 3
+  const retryMs = options.retryMs ?? 250
+  const poster = new EventPoster(options)
+  const queue = new Map<number, StoredEvent>()
+  let unsubscribe: (() => void) | undefined
+  let draining: Promise<void> | undefined
+  let stopped = true
 
   const drain = async (): Promise<void> => {
     while (queue.size > 0) {
@@ -99,7 +113,7 @@ export function createEventSink(options: EventSinkOptions): EventSink {
       queue.delete(id)
       for (let attempt = 1; ; attempt++) {
         try {
-          await post(event)
+          await poster.post(event)
           break
         } catch (err) {
           if (attempt >= maxTries || stopped) {
