@@ -15,6 +15,7 @@ import {
   type VolumeStats,
 } from '@kubevol/core'
 import { Counter, Gauge, Histogram, Registry } from 'prom-client'
+import { registerScrapeGauges } from './scrape-gauges.js'
 
 type Kind = 'counter' | 'histogram' | 'gauge'
 
@@ -141,7 +142,7 @@ export class AgentMetrics implements Metrics {
     this.nodeStatusPatches = new Counter({ name: 'kubevol_node_status_patches_total', help: 'Patches of node.status.volumesInUse.', labelNames: ['result'], registers })
     this.eventPosts = new Counter({ name: 'kubevol_event_posts_total', help: 'Events posted to the Kubernetes API.', labelNames: ['result'], registers })
     new Gauge({ name: 'kubevol_build_info', help: 'Always 1; the version is a label.', labelNames: ['version'], registers }).set({ version: options.version ?? 'unknown' }, 1)
-    this.#scrapeGauges()
+    registerScrapeGauges(this.registry, () => this.#view)
   }
 
   /** Makes the scrape-time gauges read `view`. */
@@ -216,116 +217,5 @@ export class AgentMetrics implements Metrics {
     this.#instruments.set(name, metric)
     return metric
   }
-
-  #scrapeGauges(): void {
-    const registers = [this.registry]
-    const metrics = this
-    new Gauge({
-      name: 'volume_manager_total_volumes',
-      help: 'Number of volumes in Volume Manager',
-      labelNames: ['plugin_name', 'state'],
-      registers,
-      collect() {
-        this.reset()
-        const view = metrics.#view
-        if (!view) return
-        for (const [state, counts] of [
-          ['desired_state_of_world', view.manager.desiredState.countByPlugin()],
-          ['actual_state_of_world', view.manager.actualState.countByPlugin()],
-        ] as const) {
-          for (const [plugin, n] of counts) this.set({ plugin_name: plugin || 'N/A', state }, n)
-        }
-      },
-    })
-    // `pick` answers undefined for a volume that has no value: it gets no series.
-    const statGauge = (name: string, help: string, pick: (s: VolumeStats) => number | undefined): void => {
-      new Gauge({
-        name,
-        help,
-        labelNames: ['namespace', 'persistentvolumeclaim'],
-        registers,
-        collect() {
-          this.reset()
-          for (const s of metrics.#view?.stats() ?? []) {
-            const value = s.claim ? pick(s) : undefined
-            if (value === undefined) continue
-            this.set({ namespace: s.pod.metadata.namespace ?? 'default', persistentvolumeclaim: s.claim as string }, value)
-          }
-        },
-      })
-    }
-    statGauge('kubelet_volume_stats_capacity_bytes', 'Capacity in bytes of the volume', (s) => s.stats.capacityBytes)
-    statGauge('kubelet_volume_stats_available_bytes', 'Number of available bytes in the volume', (s) => s.stats.availableBytes)
-    statGauge('kubelet_volume_stats_used_bytes', 'Number of used bytes in the volume', (s) => s.stats.usedBytes)
-    statGauge('kubelet_volume_stats_inodes', 'Maximum number of inodes in the volume', (s) => s.stats.inodes)
-    statGauge('kubelet_volume_stats_inodes_free', 'Number of free inodes in the volume', (s) => s.stats.inodesFree)
-    statGauge('kubelet_volume_stats_inodes_used', 'Number of used inodes in the volume', (s) => s.stats.inodesUsed)
-    // The driver's volume condition (CSI VOLUME_CONDITION), as the kubelet exports it; no series
-    // for a volume whose driver does not report one.
-    statGauge(
-      'kubelet_volume_stats_health_status_abnormal',
-      'Abnormal volume health status. The count is either 1 or 0. 1 indicates the volume is unhealthy, 0 indicates volume is healthy',
-      (s) => (s.stats.volumeCondition ? Number(s.stats.volumeCondition.abnormal) : undefined),
-    )
-
-    const simple = (name: string, help: string, read: (view: MetricsView) => number | undefined): void => {
-      new Gauge({
-        name,
-        help,
-        registers,
-        collect() {
-          const view = metrics.#view
-          const value = view ? read(view) : undefined
-          if (value === undefined) this.reset()
-          else this.set(value)
-        },
-      })
-    }
-    simple('kubevol_volumes_backing_off', 'Volume operations waiting for their backoff to end after a failure.', (v) => v.backoffCount())
-    simple('kubevol_operations_running', 'Volume operations running now.', (v) => v.manager.snapshot().runningOperations)
-    simple('kubevol_sources_ready', '1 when every pod source has delivered its first full list.', (v) => (v.sourcesReady() ? 1 : 0))
-    simple('kubevol_journal_records', 'Records in the durable journal.', (v) => journalOf(v.manager)?.records)
-    simple('kubevol_journal_bytes', 'Size of the durable journal in bytes.', (v) => journalOf(v.manager)?.bytes)
-    simple('kubevol_manifest_errors', 'Manifest documents refused in static mode.', (v) => v.manifestErrors?.())
-    new Gauge({
-      name: 'kubevol_volumes_uncertain',
-      help: 'Volume mounts (kind mount) and device mounts (kind device) that may or may not be in place.',
-      labelNames: ['kind'],
-      registers,
-      collect() {
-        this.reset()
-        const view = metrics.#view
-        if (!view) return
-        const snap = view.manager.snapshot()
-        this.set({ kind: 'mount' }, snap.mounted.filter((m) => m.mountState === 'uncertain').length)
-        this.set({ kind: 'device' }, snap.attached.filter((a) => a.deviceMountState === 'uncertain').length)
-      },
-    })
-    new Gauge({
-      name: 'kubevol_volume_operations_stuck_seconds',
-      help: 'How long each operation running past the stuck threshold has been running (a host call that does not return).',
-      labelNames: ['operation', 'volume_name', 'pod_uid'],
-      registers,
-      collect() {
-        this.reset()
-        for (const op of metrics.#view?.stuckOperations?.() ?? []) this.set({ operation: op.operation, volume_name: op.volumeName, pod_uid: op.podUID }, op.runningMs / 1000)
-      },
-    })
-    new Gauge({
-      name: 'kubevol_pods',
-      help: 'Pods by the phase of their volumes.',
-      labelNames: ['phase'],
-      registers,
-      collect() {
-        this.reset()
-        for (const [phase, n] of metrics.#view?.podPhases() ?? []) this.set({ phase }, n)
-      },
-    })
-  }
 }
 
-/** The journal size, when the manager keeps a journal (newer cores report it in the snapshot). */
-function journalOf(manager: VolumeManager): { records: number; bytes: number } | undefined {
-  const snap = manager.snapshot() as { journal?: { records: number; bytes: number } }
-  return snap.journal
-}
