@@ -84,76 +84,70 @@ function healthBody(name: string, checks: readonly HealthCheck[], verbose: boole
   return `${lines.join('\n')}\n${name} check ${ok ? 'passed' : 'failed'}\n`
 }
 
-/** Starts listening; resolves once the port is bound. */
-export async function startStatusServer(options: StatusServerOptions): Promise<StatusServer> {
-  const { routes, logger, token } = options
-  const address = options.address ?? '127.0.0.1'
-  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    if (req.method !== 'GET' && req.method !== 'HEAD') {
-      res.setHeader('Allow', 'GET, HEAD')
-      return send(res, 405, 'method not allowed\n')
-    }
-    // Origin-form only ("/path?query"): an absolute URL or "*" is not for this server.
-    const raw = req.url ?? ''
-    if (!raw.startsWith('/') || raw.startsWith('//')) return send(res, 400, 'bad request: the target must be a path\n')
-    let url: URL
-    try {
-      url = new URL(raw, 'http://localhost')
-    } catch {
-      return send(res, 400, 'bad request: malformed URL\n')
-    }
-    const path = url.pathname.replace(/\/+$/, '') || '/'
-    const verbose = url.searchParams.has('verbose')
-    const probe = path === '/livez' || path === '/healthz' || path === '/readyz'
-    // Authentication comes before routing, so that without the token nothing is learnt, not even
-    // which paths exist.
-    if (!(probe && !verbose && options.unauthenticatedProbes) && !authorized(req, token)) {
-      res.setHeader('WWW-Authenticate', 'Bearer realm="kubevol"')
-      return send(res, 401, 'unauthorized\n')
-    }
-    if (path === '/livez' || path === '/healthz') {
-      const checks = routes.livez()
-      return send(res, checks.every((c) => c.ok) ? 200 : 503, healthBody('livez', checks, verbose))
-    }
-    if (path === '/readyz') {
-      const checks = await routes.readyz()
-      return send(res, checks.every((c) => c.ok) ? 200 : 503, healthBody('readyz', checks, verbose))
-    }
-    if (path === '/metrics') {
-      const { contentType, body } = await routes.metrics()
-      return send(res, 200, body, contentType)
-    }
-    if (path === '/v1/state') return sendJson(res, 200, routes.state())
-    if (path === '/v1/events') {
-      const limit = url.searchParams.get('limit')
-      const podUID = url.searchParams.get('pod') ?? undefined
-      if (limit !== null && !/^\d{1,9}$/.test(limit)) return sendJson(res, 400, { error: `limit must be a non-negative integer, not ${JSON.stringify(limit.slice(0, 40))}` })
-      return sendJson(res, 200, routes.events({ ...(podUID ? { podUID } : {}), ...(limit !== null ? { limit: Number(limit) } : {}) }))
-    }
-    const pod = /^\/v1\/pods\/([^/]+)$/.exec(path)
-    if (pod) {
-      let uid: string
-      try {
-        uid = decodeURIComponent(pod[1] as string)
-      } catch {
-        return sendJson(res, 400, { error: 'malformed percent-encoding in the pod UID' })
-      }
-      const view = routes.pod(uid)
-      if (view === undefined) return sendJson(res, 404, { error: `pod ${JSON.stringify(uid.slice(0, 100))} is not known on this node` })
-      return sendJson(res, 200, view)
-    }
-    return sendJson(res, 404, { error: `no endpoint ${JSON.stringify(path.slice(0, 100))}`, endpoints: ['/livez', '/readyz', '/metrics', '/v1/state', '/v1/pods/<uid>', '/v1/events'] })
+/** Checks the method, the target and the token, then answers from the routes. */
+async function handleRequest(options: StatusServerOptions, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  if (req.method !== 'GET' && req.method !== 'HEAD') {
+    res.setHeader('Allow', 'GET, HEAD')
+    return send(res, 405, 'method not allowed\n')
   }
-  // Node enforces headersTimeout and requestTimeout only when it sweeps its connections, every
-  // connectionsCheckingInterval (30 s by default): a slow client kept a connection for 30 to 60 s
-  // whatever headersTimeout said. A sweep each second makes the limits below hold within a second.
-  const server: Server = createServer({ connectionsCheckingInterval: CONNECTION_SWEEP_MS }, (req, res) => {
-    handle(req, res).catch((err: unknown) => {
-      logger.error('Status endpoint failed', { path: req.url, err: errorMessage(err) })
-      if (!res.headersSent) send(res, 500, `internal error: ${errorMessage(err)}\n`)
-      else res.end()
-    })
-  })
+  // Origin-form only ("/path?query"): an absolute URL or "*" is not for this server.
+  const raw = req.url ?? ''
+  if (!raw.startsWith('/') || raw.startsWith('//')) return send(res, 400, 'bad request: the target must be a path\n')
+  let url: URL
+  try {
+    url = new URL(raw, 'http://localhost')
+  } catch {
+    return send(res, 400, 'bad request: malformed URL\n')
+  }
+  const path = url.pathname.replace(/\/+$/, '') || '/'
+  const verbose = url.searchParams.has('verbose')
+  const probe = path === '/livez' || path === '/healthz' || path === '/readyz'
+  // Authentication comes before routing, so that without the token nothing is learnt, not even
+  // which paths exist.
+  if (!(probe && !verbose && options.unauthenticatedProbes) && !authorized(req, options.token)) {
+    res.setHeader('WWW-Authenticate', 'Bearer realm="kubevol"')
+    return send(res, 401, 'unauthorized\n')
+  }
+  return route(options.routes, res, path, url, verbose)
+}
+
+async function route(routes: StatusRoutes, res: ServerResponse, path: string, url: URL, verbose: boolean): Promise<void> {
+  if (path === '/livez' || path === '/healthz') {
+    const checks = routes.livez()
+    return send(res, checks.every((c) => c.ok) ? 200 : 503, healthBody('livez', checks, verbose))
+  }
+  if (path === '/readyz') {
+    const checks = await routes.readyz()
+    return send(res, checks.every((c) => c.ok) ? 200 : 503, healthBody('readyz', checks, verbose))
+  }
+  if (path === '/metrics') {
+    const { contentType, body } = await routes.metrics()
+    return send(res, 200, body, contentType)
+  }
+  if (path === '/v1/state') return sendJson(res, 200, routes.state())
+  if (path === '/v1/events') {
+    const limit = url.searchParams.get('limit')
+    const podUID = url.searchParams.get('pod') ?? undefined
+    if (limit !== null && !/^\d{1,9}$/.test(limit)) return sendJson(res, 400, { error: `limit must be a non-negative integer, not ${JSON.stringify(limit.slice(0, 40))}` })
+    return sendJson(res, 200, routes.events({ ...(podUID ? { podUID } : {}), ...(limit !== null ? { limit: Number(limit) } : {}) }))
+  }
+  const pod = /^\/v1\/pods\/([^/]+)$/.exec(path)
+  if (pod) {
+    let uid: string
+    try {
+      uid = decodeURIComponent(pod[1] as string)
+    } catch {
+      return sendJson(res, 400, { error: 'malformed percent-encoding in the pod UID' })
+    }
+    const view = routes.pod(uid)
+    if (view === undefined) return sendJson(res, 404, { error: `pod ${JSON.stringify(uid.slice(0, 100))} is not known on this node` })
+    return sendJson(res, 200, view)
+  }
+  return sendJson(res, 404, { error: `no endpoint ${JSON.stringify(path.slice(0, 100))}`, endpoints: ['/livez', '/readyz', '/metrics', '/v1/state', '/v1/pods/<uid>', '/v1/events'] })
+}
+
+/** Timeouts against slow clients, and answers to what never reaches the request handler. */
+function harden(server: Server): void {
   // A client that sends headers slowly (or never) does not hold a connection for long.
   server.headersTimeout = HEADERS_TIMEOUT_MS
   server.requestTimeout = REQUEST_TIMEOUT_MS
@@ -167,6 +161,23 @@ export async function startStatusServer(options: StatusServerOptions): Promise<S
   server.on('connect', (_req: IncomingMessage, socket: import('node:stream').Duplex) => {
     socket.end('HTTP/1.1 405 Method Not Allowed\r\nAllow: GET, HEAD\r\nConnection: close\r\nContent-Length: 0\r\n\r\n')
   })
+}
+
+/** Starts listening; resolves once the port is bound. */
+export async function startStatusServer(options: StatusServerOptions): Promise<StatusServer> {
+  const { logger } = options
+  const address = options.address ?? '127.0.0.1'
+  // Node enforces headersTimeout and requestTimeout only when it sweeps its connections, every
+  // connectionsCheckingInterval (30 s by default): a slow client kept a connection for 30 to 60 s
+  // whatever headersTimeout said. A sweep each second makes the limits below hold within a second.
+  const server: Server = createServer({ connectionsCheckingInterval: CONNECTION_SWEEP_MS }, (req, res) => {
+    handleRequest(options, req, res).catch((err: unknown) => {
+      logger.error('Status endpoint failed', { path: req.url, err: errorMessage(err) })
+      if (!res.headersSent) send(res, 500, `internal error: ${errorMessage(err)}\n`)
+      else res.end()
+    })
+  })
+  harden(server)
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject)
     server.listen(options.port, address, () => {
