@@ -176,4 +176,39 @@ svg('csi', 'How the CSI plugin drives a CSI node driver', 860, 320, [
   arrow({ points: [[740, 210], [740, 176]], dashed: true }),
   note({ x: 330, y: 40, text: 'Every call has a 2-minute deadline. gRPC codes that mean "may have\nhappened" (DeadlineExceeded, Unavailable, …) leave the volume uncertain;\nthe others are final failures that back off.', size: 12 }),
 ])
+svg('architecture', 'The packages of kubevol and the ports between them', 860, 420, [
+  box({ x: 20, y: 20, w: 250, h: 64, label: '@kubevol/cli\nthe kubevol command: run, status,\nexplain, plan, gc, doctor', tone: 'source', small: false }),
+  box({ x: 300, y: 20, w: 540, h: 64, label: '@kubevol/agent\nservices: pod source (manifests or API), node registration and status, events,\nCSI registration, pod workers, metrics, HTTP status; one start and stop shape', tone: 'source' }),
+  box({ x: 20, y: 130, w: 820, h: 110, label: '@kubevol/core  (pure TypeScript: no node: import, runs in a browser)\nmanager: pass scheduler, pod waiters, stats, orphans · populator · desired and actual state · reconciler\noperation executor with backoff · reconstruction and journal · volume plugins (emptyDir, hostPath, configMap,\nsecret, downwardAPI, projected, local, fileDisk, CSI) · ports', tone: 'logic' }),
+  box({ x: 20, y: 320, w: 400, h: 80, label: '@kubevol/adapter-linux\nmount(2), loop devices, statfs through FFI; the mount table;\nfilesystem tools; CSI drivers over gRPC; plugin registration', tone: 'host' }),
+  box({ x: 440, y: 320, w: 400, h: 80, label: '@kubevol/adapter-mock\nan in-memory host that behaves like the kernel where it\nmatters, with fault injection and a strict mode', tone: 'host' }),
+  arrow({ points: [[145, 84], [145, 130]], label: 'creates the agent', dx: 58, dy: 4 }),
+  arrow({ points: [[570, 84], [570, 130]], label: 'createVolumeManager', dx: 70, dy: 4 }),
+  arrow({ points: [[270, 52], [300, 52]] }),
+  arrow({ points: [[220, 320], [220, 240]], label: 'implements Host, CsiDriver', dx: 90, dy: 24, dashed: true }),
+  arrow({ points: [[640, 320], [640, 240]], label: 'implements Host', dx: 60, dy: 24, dashed: true }),
+  note({ x: 430, y: 262, text: 'ports: Host · PodSource · ObjectReader · Clock · Logger · Recorder · Metrics · CsiDriver', anchor: 'middle', size: 12 }),
+])
+
+svg('pod-to-mount', 'From a pod to a mounted volume', 860, 320, [
+  box({ x: 20, y: 20, w: 150, h: 60, label: '1 PodSource\nwatch or manifests', tone: 'source' }),
+  box({ x: 200, y: 20, w: 150, h: 60, label: '2 Populator\nPVC → PV, plugin,\nunique name', tone: 'logic' }),
+  box({ x: 380, y: 20, w: 150, h: 60, label: '3 Desired state\n(pod, volume) wanted', tone: 'state' }),
+  box({ x: 560, y: 20, w: 150, h: 60, label: '4 Pass scheduler\nwhen passes run', tone: 'logic' }),
+  box({ x: 560, y: 130, w: 150, h: 60, label: '5 Reconciler\nwhat is missing?', tone: 'logic' }),
+  box({ x: 380, y: 130, w: 150, h: 60, label: '6 Executor\nattach → mount device\n→ set up (backoff)', tone: 'logic' }),
+  box({ x: 200, y: 130, w: 150, h: 60, label: '7 Plugin → Host\nmount(2), loop, CSI', tone: 'host' }),
+  box({ x: 20, y: 130, w: 150, h: 60, label: '8 Actual state\nmounted', tone: 'state' }),
+  box({ x: 20, y: 240, w: 330, h: 60, label: '9 Pod waiters\nwaitForAttachAndMount resolves; the agent\nreports the pod mounted (status, events)', tone: 'source' }),
+  arrow({ points: [[170, 50], [200, 50]] }),
+  arrow({ points: [[350, 50], [380, 50]] }),
+  arrow({ points: [[530, 50], [560, 50]] }),
+  note({ x: 545, y: 102, text: 'a change: one pass\nper turn of the loop', anchor: 'middle', size: 11 }),
+  arrow({ points: [[635, 80], [635, 130]] }),
+  arrow({ points: [[560, 160], [530, 160]] }),
+  arrow({ points: [[380, 160], [350, 160]] }),
+  arrow({ points: [[200, 160], [170, 160]] }),
+  arrow({ points: [[95, 190], [95, 240]], label: 'the pod changed', dx: 52, dy: 8 }),
+  note({ x: 400, y: 250, text: 'Each step is one file or folder of @kubevol/core: populator/,\ncache/, manager/pass-scheduler.ts, reconciler/, operations/,\nplugins/, host/host.ts (the port), manager/pod-waiters.ts.\nA failure backs off and schedules the next pass itself.', size: 12 }),
+])
 console.log('diagrams written')
