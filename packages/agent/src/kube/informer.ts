@@ -41,6 +41,30 @@ export interface Informer {
   synced(): boolean
 }
 
+const is410 = (value: unknown): boolean => {
+  const v = value as { code?: unknown; statusCode?: unknown } | null | undefined
+  return v?.code === 410 || v?.statusCode === 410
+}
+
+/** `watch`, telling `onExpired` the resourceVersion of a watch refused with 410 Expired (an ERROR event or the end). */
+function noting410(inner: Watch, onExpired: (resourceVersion: string) => void): Watch {
+  const watch: Watch = Object.create(inner)
+  watch.watch = (path, query, callback, done) =>
+    inner.watch(
+      path,
+      query,
+      (phase, object, raw) => {
+        if (phase === 'ERROR' && is410(object)) onExpired(String(query.resourceVersion ?? ''))
+        callback(phase, object, raw)
+      },
+      (err) => {
+        if (is410(err)) onExpired(String(query.resourceVersion ?? ''))
+        done(err)
+      },
+    )
+  return watch
+}
+
 /** Creates a self-restarting list+watch. Nothing runs before `start()`. */
 export function createInformer<T extends KubernetesObject>(options: InformerOptions<T>): Informer {
   const { logger, resource } = options
@@ -52,24 +76,7 @@ export function createInformer<T extends KubernetesObject>(options: InformerOpti
 
   /** The resourceVersion a watch was refused with 410 Expired, until the relist it causes. */
   let expired: string | undefined
-  const is410 = (value: unknown): boolean => {
-    const v = value as { code?: unknown; statusCode?: unknown } | null | undefined
-    return v?.code === 410 || v?.statusCode === 410
-  }
-  const watch: Watch = Object.create(options.watch)
-  watch.watch = (path, query, callback, done) =>
-    options.watch.watch(
-      path,
-      query,
-      (phase, object, raw) => {
-        if (phase === 'ERROR' && is410(object)) expired = String(query.resourceVersion ?? '')
-        callback(phase, object, raw)
-      },
-      (err) => {
-        if (is410(err)) expired = String(query.resourceVersion ?? '')
-        done(err)
-      },
-    )
+  const watch = noting410(options.watch, (resourceVersion) => (expired = resourceVersion))
 
   const listFn = async () => {
     if (expired !== undefined && !stopped) {
