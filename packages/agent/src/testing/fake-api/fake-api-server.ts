@@ -16,9 +16,9 @@ import type { AddressInfo } from 'node:net'
 import { KubeConfig } from '@kubernetes/client-node'
 import { startAttachDetachController } from './attach-detach-controller.js'
 import { type Identity, type Verb, admitNodeUpdate, authorize } from './node-authorizer.js'
-import { jsonPatch, mergePatch } from './patch.js'
 import { matchesFields, matchesLabels, parseFieldSelector, parseLabelSelector } from './selectors.js'
-import { StatusError, badRequest, conflict, methodNotAllowed, notFound, statusBody, unauthorized, unsupportedMediaType } from './status.js'
+import { StatusError, badRequest, methodNotAllowed, notFound, statusBody, unauthorized, unsupportedMediaType } from './status.js'
+import { ObjectWrites } from './object-writes.js'
 import { FakeStore, type KubeObject, RESOURCES, type ResourceInfo, resourceOf, withTypeMeta, withoutTypeMeta } from './store.js'
 import { WatchStream } from './watch-stream.js'
 
@@ -109,12 +109,6 @@ export interface FakeApiServer {
   close(): Promise<void>
 }
 
-/** True when `metadata.finalizers` lists any. */
-function hasFinalizers(object: KubeObject): boolean {
-  const finalizers = object.metadata.finalizers
-  return Array.isArray(finalizers) && finalizers.length > 0
-}
-
 const PATCH_TYPES = new Set(['application/merge-patch+json', 'application/strategic-merge-patch+json', 'application/json-patch+json'])
 
 interface Route {
@@ -175,85 +169,10 @@ export async function startFakeApiServer(options: FakeApiServerOptions = {}): Pr
   const bookmarkIntervalMs = options.bookmarkIntervalMs ?? 60_000
   const stopController = options.attachDetachController ? startAttachDetachController(store) : () => {}
 
-  /** DELETE semantics: graceful for pods bound to a node, immediate otherwise. */
-  const remove = (info: ResourceInfo, namespace: string | undefined, name: string, opts: DeleteOptions = {}): KubeObject => {
-    const current = store.get(info, namespace, name)
-    if (!current) throw notFound(info.plural, name, info.group)
-    const pre = opts.preconditions
-    if (pre?.uid && pre.uid !== current.metadata.uid) {
-      throw conflict(info.plural, name, `Precondition failed: UID in precondition: ${pre.uid}, UID in object meta: ${current.metadata.uid ?? ''}`)
-    }
-    if (pre?.resourceVersion && pre.resourceVersion !== current.metadata.resourceVersion) {
-      throw conflict(info.plural, name, `Precondition failed: ResourceVersion in precondition: ${pre.resourceVersion}, ResourceVersion in object meta: ${current.metadata.resourceVersion ?? ''}`)
-    }
-    let grace = 0
-    if (info.plural === 'pods') {
-      const spec = current.spec as { nodeName?: string; terminationGracePeriodSeconds?: number } | undefined
-      const phase = (current.status as { phase?: string } | undefined)?.phase
-      grace = opts.gracePeriodSeconds ?? spec?.terminationGracePeriodSeconds ?? 30
-      const graceful = grace > 0 && spec?.nodeName && phase !== 'Succeeded' && phase !== 'Failed'
-      if (!graceful) grace = 0
-      if (graceful) {
-        const already = current.metadata.deletionGracePeriodSeconds
-        if (already !== undefined && already <= grace) return current
-        const marked = {
-          ...current,
-          metadata: { ...current.metadata, deletionTimestamp: new Date(Date.now() + grace * 1000).toISOString().replace(/\.\d{3}Z$/, 'Z'), deletionGracePeriodSeconds: grace },
-        }
-        return store.update(info, { ...marked, metadata: { ...marked.metadata, resourceVersion: undefined } })
-      }
-    }
-    // Finalizers hold the object: it is only marked, and goes when the last one is removed.
-    if (hasFinalizers(current)) {
-      if (current.metadata.deletionTimestamp !== undefined && current.metadata.deletionGracePeriodSeconds === 0) return current
-      const now = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z')
-      const marked = { ...current, metadata: { ...current.metadata, deletionTimestamp: current.metadata.deletionTimestamp ?? now, deletionGracePeriodSeconds: grace, resourceVersion: undefined } }
-      return store.update(info, marked)
-    }
-    return store.delete(info, namespace, name)
-  }
-
-  /** Writes an update; an object marked for deletion whose last finalizer went (and no grace period runs) is deleted. */
-  const update = (info: ResourceInfo, next: KubeObject): KubeObject => {
-    const updated = store.update(info, next)
-    const { deletionTimestamp, deletionGracePeriodSeconds, namespace, name } = updated.metadata
-    if (deletionTimestamp === undefined || hasFinalizers(updated) || (deletionGracePeriodSeconds ?? 0) > 0) return updated
-    return store.delete(info, namespace, name as string)
-  }
-
-  /** Applies a subresource's rule: `/status` changes only status, the main resource all but status. */
-  const merged = (info: ResourceInfo, current: KubeObject, next: KubeObject, subresource: string | undefined): KubeObject => {
-    if (!info.hasStatus) return next
-    if (subresource === 'status') return { ...current, status: next.status, metadata: { ...current.metadata, resourceVersion: next.metadata.resourceVersion } } as KubeObject
-    const { status: _ignored, ...rest } = next
-    return { ...rest, ...(current.status !== undefined ? { status: current.status } : {}) } as KubeObject
-  }
-
-  const patchObject = (
-    info: ResourceInfo,
-    namespace: string | undefined,
-    name: string,
-    contentType: string,
-    body: unknown,
-    subresource?: string,
-    identity?: Identity,
-  ): KubeObject => {
-    const current = store.get(info, namespace, name)
-    if (!current) throw notFound(info.plural, name, info.group)
-    let next: unknown
-    if (contentType === 'application/json-patch+json') next = jsonPatch(current, body)
-    else {
-      if (typeof body !== 'object' || body === null || Array.isArray(body)) throw badRequest('the server rejected our request due to an error in our request: the patch is not a JSON object')
-      next = mergePatch(current, body)
-    }
-    const object = next as KubeObject
-    if (!object.metadata || object.metadata.name !== name) throw badRequest('the name of the object cannot be changed by a patch')
-    const result = merged(info, current, withoutTypeMeta(object), subresource)
-    const refused = identity && admitNodeUpdate(identity, info, current, result)
-    if (refused) throw refused
-    // The resourceVersion of the patch (if any) is a precondition; without one the current applies.
-    return update(info, result)
-  }
+  const writes = new ObjectWrites(store)
+  const remove = (info: ResourceInfo, namespace: string | undefined, name: string, opts?: DeleteOptions): KubeObject => writes.remove(info, namespace, name, opts)
+  const update = (info: ResourceInfo, next: KubeObject): KubeObject => writes.update(info, next)
+  const patchObject: ObjectWrites['patch'] = (...args) => writes.patch(...args)
 
   const handle = async (req: IncomingMessage, res: ServerResponse, record: RequestRecord): Promise<void> => {
     const url = new URL(req.url ?? '/', 'http://localhost')
@@ -374,7 +293,7 @@ export async function startFakeApiServer(options: FakeApiServerOptions = {}): Pr
       const current = store.get(info, namespace, name as string)
       if (!current) throw notFound(info.plural, name as string, info.group)
       const object = withoutTypeMeta(body as KubeObject)
-      const result = merged(info, current, { ...object, metadata: { ...object.metadata, namespace } }, subresource)
+      const result = writes.merged(info, current, { ...object, metadata: { ...object.metadata, namespace } }, subresource)
       const refused = admitNodeUpdate(identity, info, current, result)
       if (refused) throw refused
       const updated = update(info, result)
