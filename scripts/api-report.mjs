@@ -33,7 +33,9 @@ function configFor(pkg, point, temp, model) {
     configObject: {
       projectFolder: dir,
       mainEntryPointFilePath: point.dts,
-      compiler: { overrideTsconfig: { compilerOptions: { module: 'nodenext', moduleResolution: 'nodenext', target: 'es2022', lib: ['es2023', 'dom'], types: ['node'], skipLibCheck: true } } },
+      // Core is compiled without Node's types (it runs in a browser too), so its names (EventTarget,
+      // Node) must not meet Node's globals here either.
+      compiler: { overrideTsconfig: { compilerOptions: { module: 'nodenext', moduleResolution: 'nodenext', target: 'es2022', lib: ['es2023'], types: pkg === 'core' ? [] : ['node'], skipLibCheck: true } } },
       apiReport: { enabled: true, reportFileName: point.report, reportFolder: join(dir, 'api'), reportTempFolder: temp },
       docModel: model ? { enabled: true, apiJsonFilePath: join(model, `${pkg}.${point.entry}.api.json`) } : { enabled: false },
       dtsRollup: { enabled: false },

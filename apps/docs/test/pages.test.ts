@@ -12,7 +12,9 @@ const DOCS = fileURLToPath(new URL('..', import.meta.url))
 const REPO = join(DOCS, '..', '..')
 const PAGES = join(DOCS, 'pages')
 // Generated before each build by scripts/generate-reference.mjs.
-const GENERATED = ['api-adapter-mock', 'api-core', 'api-core-testing', 'cli', 'configuration', 'metrics-and-events'].map((n) => `reference/${n}.md`)
+// One API page per entry point of each package (see the API_PAGES table there).
+const API_PAGES = ['core', 'core-plugins', 'core-engine', 'core-host', 'core-testing', 'core-testing-host-contract', 'adapter-mock', 'adapter-linux', 'agent', 'agent-kube', 'agent-testing', 'cli'].map((n) => `api-${n}`)
+const GENERATED = [...API_PAGES, 'cli', 'configuration', 'metrics-and-events'].map((n) => `reference/${n}.md`)
 
 const pages = readdirSync(PAGES, { recursive: true, encoding: 'utf8' })
   .filter((f) => f.endsWith('.md') && !GENERATED.includes(f))

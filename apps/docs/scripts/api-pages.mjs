@@ -1,0 +1,2 @@
+// The page of an entry point's API reference: `@kubevol/core/testing` → `api-core-testing`.
+export const apiPageName = (id) => `api-${id.replace(/^@kubevol\//, '').replaceAll('/', '-')}`
