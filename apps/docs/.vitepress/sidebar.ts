@@ -19,6 +19,7 @@ export const sidebar = [
       { text: 'Volume plugins', link: '/concepts/volume-plugins' },
       { text: 'CSI', link: '/concepts/csi' },
       { text: 'kubevol and the kubelet', link: '/concepts/kubelet-fidelity' },
+      { text: 'kubevol and the kubelet: measured', link: '/concepts/measured' },
     ],
   },
   {

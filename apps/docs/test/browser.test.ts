@@ -83,6 +83,7 @@ suite('the docs site in Chromium', () => {
     if (!haveChromium) throw new Error(`${CHROMIUM} is missing: CI must install chromium (apt-get install -y chromium)`)
     mkdirSync(ARTIFACTS, { recursive: true })
     run(process.execPath, ['scripts/generate-reference.mjs'])
+    run(process.execPath, ['scripts/generate-results-pages.mjs'])
     const vitepress = join(dirname(fileURLToPath(import.meta.resolve('vitepress/package.json'))), 'bin', 'vitepress.js')
     run(process.execPath, [vitepress, 'build'])
     server = await serve()
