@@ -13,12 +13,12 @@ import { createBuiltinPlugins } from '@kubevol/core/plugins'
 import { type FakeCall, type FakeClock, type FakePlugin, type Harness, createFakePlugin, createHarness } from '@kubevol/core/testing'
 import { createFastClock } from './fast-clock.js'
 
-export const ROOT = '/var/lib/kubevol'
+const ROOT = '/var/lib/kubevol'
 /** Attachable, device-mountable: one device per volume, bind-mounted into each pod that uses it. */
-export const DEVICE_PLUGIN = 'kubevol.io/fake'
+const DEVICE_PLUGIN = 'kubevol.io/fake'
 /** Neither attachable nor device-mountable: a tmpfs per pod. */
-export const PLAIN_PLUGIN = 'kubevol.io/fake-plain'
-export const DEVICE_VOLUMES = ['dev-0', 'dev-1', 'dev-2'] as const
+const PLAIN_PLUGIN = 'kubevol.io/fake-plain'
+const DEVICE_VOLUMES = ['dev-0', 'dev-1', 'dev-2'] as const
 /** Every volume a generated pod may use; the device volumes are shared between the pods using them. */
 export const VOLUME_KINDS = [...DEVICE_VOLUMES, 'plain', 'scratch', 'shm', 'cfg'] as const
 export type VolumeKind = (typeof VOLUME_KINDS)[number]
@@ -27,7 +27,7 @@ export type VolumeKind = (typeof VOLUME_KINDS)[number]
 export type Fault = 'none' | 'fail' | 'transient' | 'uncertain-before' | 'uncertain-after' | 'hang'
 
 /** A small, fast, seedable PRNG (mulberry32), so a schedule's faults replay from its seed. */
-export function createRandom(seed: number): () => number {
+function createRandom(seed: number): () => number {
   let a = seed >>> 0
   return () => {
     a = (a + 0x6d2b79f5) >>> 0
@@ -38,7 +38,7 @@ export function createRandom(seed: number): () => number {
   }
 }
 
-export type PodPhase = 'running' | 'terminating' | 'gone'
+type PodPhase = 'running' | 'terminating' | 'gone'
 
 export interface ModelPod {
   readonly uid: string
@@ -47,7 +47,7 @@ export interface ModelPod {
   pod: Pod
 }
 
-export function podVolume(kind: VolumeKind): NonNullable<Pod['spec']>['volumes'] extends readonly (infer V)[] | undefined ? V : never {
+function podVolume(kind: VolumeKind): NonNullable<Pod['spec']>['volumes'] extends readonly (infer V)[] | undefined ? V : never {
   switch (kind) {
     case 'plain':
       return { name: 'plain', fake: { name: 'plain', plugin: PLAIN_PLUGIN } }
@@ -62,7 +62,7 @@ export function podVolume(kind: VolumeKind): NonNullable<Pod['spec']>['volumes']
   }
 }
 
-export function buildModelPod(uid: string, volumes: readonly VolumeKind[], labels: Record<string, string> = {}): Pod {
+function buildModelPod(uid: string, volumes: readonly VolumeKind[], labels: Record<string, string> = {}): Pod {
   const vols = volumes.map(podVolume)
   return {
     apiVersion: 'v1',

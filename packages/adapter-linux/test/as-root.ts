@@ -4,8 +4,8 @@
  */
 import { describe, it } from 'vitest'
 
-export const isRoot = typeof process.getuid === 'function' && process.getuid() === 0 && process.platform === 'linux'
-export const inPrivateNamespace = process.env.KUBEVOL_TEST_MOUNT_NAMESPACE === 'private'
+const isRoot = typeof process.getuid === 'function' && process.getuid() === 0 && process.platform === 'linux'
+const inPrivateNamespace = process.env.KUBEVOL_TEST_MOUNT_NAMESPACE === 'private'
 
 /** `describe` for tests that mount, attach loop devices or format: root in a private mount namespace. */
 export function describeAsRoot(name: string, body: () => void): void {

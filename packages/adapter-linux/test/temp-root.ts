@@ -19,7 +19,7 @@ function mountsUnder(root: string): string[] {
 }
 
 /** The loop devices whose backing file is below `root` (from sysfs). */
-export function loopDevicesUnder(root: string): string[] {
+function loopDevicesUnder(root: string): string[] {
   const found: string[] = []
   for (const name of readdirSync('/sys/block').filter((n) => n.startsWith('loop'))) {
     try {

@@ -18,7 +18,7 @@ export interface Location {
 }
 
 /** A directory as seen through a mount. */
-export interface DirLocation {
+interface DirLocation {
   readonly mount: Mount
   readonly node: DirNode
 }

@@ -66,7 +66,7 @@ export interface MemoryHostOptions {
 const GiB = 2 ** 30
 
 /** The options with every default filled in. */
-export function resolveMemoryHostOptions(options: MemoryHostOptions = {}) {
+function resolveMemoryHostOptions(options: MemoryHostOptions = {}) {
   return {
     clock: options.clock ?? systemClock,
     strict: options.strict ?? true,

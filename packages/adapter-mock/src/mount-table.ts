@@ -13,7 +13,7 @@ import type { Inode } from './nodes.js'
 import { relativePath } from './nodes.js'
 
 /** Mount propagation, as in the mount table. */
-export type Propagation = MountEntry['propagation']
+type Propagation = MountEntry['propagation']
 
 /** One mount: which filesystem (from which node) is shown over which mount point. */
 export interface Mount {

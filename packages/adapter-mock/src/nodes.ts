@@ -82,7 +82,7 @@ export type Inode = DirNode | FileNode | SymlinkNode | DeviceNode | SpecialNode
 export type SpecialNodeType = 'char-device' | 'socket' | 'fifo'
 
 /** The `size` `stat` reports: bytes for files, the target length for symlinks, 4096 for directories. */
-export function nodeSize(node: Inode): number {
+function nodeSize(node: Inode): number {
   switch (node.type) {
     case 'file':
       return node.size

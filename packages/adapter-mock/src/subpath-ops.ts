@@ -13,7 +13,7 @@ import { mount } from './mount-ops.js'
 import { maxSymlinks } from './lookup.js'
 
 /** The canonical path of `path`: every symlink resolved, `.` and `..` folded. ENOENT when missing. */
-export function realpath(state: HostState, path: string): string {
+function realpath(state: HostState, path: string): string {
   const pending = path.split('/').filter((c) => c !== '' && c !== '.')
   const done: string[] = []
   let links = 0
@@ -58,7 +58,7 @@ function realpathIfExists(state: HostState, path: string): string | undefined {
  * reached from the volume's root without a symlink; each missing component is made where that walk
  * ended, never through a symlink, with the permission bits (and setgid) of the volume's root.
  */
-export function makeSubPathDirs(state: HostState, volumePath: string, subPath: string): void {
+function makeSubPathDirs(state: HostState, volumePath: string, subPath: string): void {
   const components = subPath.split('/').filter((c) => c !== '' && c !== '.')
   if (components.includes('..')) throw new HostError('EACCES', 'mkdirat', joinPath(volumePath, subPath), 'path traversal (..) in subpath')
   const base = realpath(state, volumePath)

@@ -8,12 +8,3 @@ export interface AbortSignalLike {
   addEventListener(type: 'abort', listener: () => void, options?: { once?: boolean }): void
   removeEventListener(type: 'abort', listener: () => void): void
 }
-
-/** Resolves when `signal` aborts (never, without a signal). */
-export function whenAborted(signal: AbortSignalLike | undefined): Promise<void> {
-  return new Promise((resolve) => {
-    if (!signal) return
-    if (signal.aborted) resolve()
-    else signal.addEventListener('abort', () => resolve(), { once: true })
-  })
-}

@@ -57,7 +57,7 @@ function keepingSetUps(pods: PodSource, setUp: ReadonlyMap<string, unknown>): Po
  * Runs the orphan cleanup on `host` under `rootDir`. Pods the journal records as set up are kept
  * (and reported as refused) unless `force`.
  */
-export async function collectGarbage(options: { host: Host; rootDir: string; manifestDir?: string; dryRun: boolean; force?: boolean }): Promise<OrphanCleanupReport> {
+async function collectGarbage(options: { host: Host; rootDir: string; manifestDir?: string; dryRun: boolean; force?: boolean }): Promise<OrphanCleanupReport> {
   const host = options.dryRun ? createReadOnlyHost(options.host).host : options.host
   const setUp = options.force ? new Map<string, string[]>() : await journalSetUps(options.host, options.rootDir)
   let source: ManifestSource | undefined

@@ -17,7 +17,7 @@ import type { ParsedCommand } from '../parse.js'
 import { createReadOnlyHost } from '../read-only-host.js'
 
 /** One operation a run would start. */
-export interface PlannedOperation {
+interface PlannedOperation {
   readonly operation: string
   readonly pod: string
   /** The pod's name for the volume (`data`); several when two pod volumes share one claim. */

@@ -25,7 +25,7 @@ export interface Reconstruction {
 }
 
 /** Reads what is under `rootDir` on `host` (wrapped read-only). */
-export async function readReconstruction(host: Host, rootDir: string): Promise<Reconstruction> {
+async function readReconstruction(host: Host, rootDir: string): Promise<Reconstruction> {
   const ro = createReadOnlyHost(host).host
   const paths = createPaths(rootDir)
   const onDisk = await scanPodVolumes(ro, paths, silentLogger)

@@ -50,7 +50,7 @@ const abs = (io: Io, p: string): string => (isAbsolute(p) ? p : resolve(io.cwd, 
 const PATH_KEYS = new Set(['rootDir', 'manifestDir', 'kubeconfig', 'pluginRegistrationDir', 'authTokenFile', 'config'])
 
 /** The agent flags `run`'s parsed flags stand for, for the agent's loader (its own names, durations in ms). */
-export function agentArgv(p: ParsedCommand, io: Io): string[] {
+function agentArgv(p: ParsedCommand, io: Io): string[] {
   const f = p.flags
   if (p.given.has('pod-manifest-path') && p.given.has('kubeconfig')) throw new UsageError('give --pod-manifest-path (static mode) or --kubeconfig (API mode), not both', 'run')
   const argv: string[] = []
@@ -77,7 +77,7 @@ const MANIFEST_FILE = /\.(ya?ml|json)$/i
  * A typo must not look like an empty node: the manifest path must be a directory or one manifest
  * file. Throws CliError (exit 2, one line).
  */
-export async function checkManifestPath(path: string): Promise<void> {
+async function checkManifestPath(path: string): Promise<void> {
   let st: Awaited<ReturnType<typeof stat>>
   try {
     st = await stat(path)
@@ -157,7 +157,7 @@ interface PodVolumeView {
 }
 
 /** What one summary pass found. */
-export interface Summary {
+interface Summary {
   readonly volumes: VolumeSummary[]
   /** Why it has not converged yet (it may still). */
   readonly pending: string[]
@@ -171,7 +171,7 @@ export interface Summary {
  * volume still mounted for a pod that no longer wants it, a device still mounted or attached that no
  * pod needs). A volume no container mounts is shown as `unused` and waited for by nobody.
  */
-export function summarize(agent: Agent): Summary {
+function summarize(agent: Agent): Summary {
   const volumes: VolumeSummary[] = []
   const pending: string[] = []
   const final: string[] = []
@@ -217,7 +217,7 @@ function manifestErrors(agent: Agent): ManifestError[] {
  * Polls every 20 ms until the actual state equals the desired state, or only what waiting cannot
  * fix is left (an unsupported volume type: reported at once), or `timeoutMs` passes.
  */
-export async function reconcileOnce(agent: Agent, timeoutMs: number): Promise<OnceReport> {
+async function reconcileOnce(agent: Agent, timeoutMs: number): Promise<OnceReport> {
   const started = Date.now()
   const deadline = started + timeoutMs
   for (;;) {

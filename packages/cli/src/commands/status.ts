@@ -67,7 +67,7 @@ const nowOf = (state: { time?: string }): number => (state.time ? Date.parse(sta
 const typeLabel = (type: string | undefined, plugin: string | undefined): string => type ?? (plugin ? plugin.slice(plugin.lastIndexOf('/') + 1) : '')
 
 /** The `status` text of one /v1/state answer. */
-export function renderStatus(state: StateView, format: 'table' | 'wide', table: TableOptions): string {
+function renderStatus(state: StateView, format: 'table' | 'wide', table: TableOptions): string {
   const wide = format === 'wide'
   const now = nowOf(state)
   let out = `node ${state.nodeName} (${state.mode} mode)  sources ready: ${state.sourcesReady ? 'yes' : 'no'}  states synced: ${state.statesSynced ? 'yes' : 'no'}\n\n`
@@ -180,7 +180,7 @@ interface PodExplain {
 }
 
 /** The `explain` text: the pod, its volumes, its events (kubectl describe's shape). */
-export function renderExplain(pod: PodExplain, events: readonly EventView[], now: number, wide: boolean, table: TableOptions): string {
+function renderExplain(pod: PodExplain, events: readonly EventView[], now: number, wide: boolean, table: TableOptions): string {
   const lines = [`Name:       ${pod.name ?? ''}`, `Namespace:  ${pod.namespace ?? 'default'}`, `UID:        ${pod.uid}`]
   if (pod.terminating) lines.push('Status:     terminating')
   if (pod.worker) {

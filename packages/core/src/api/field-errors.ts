@@ -15,14 +15,14 @@ export interface FieldError {
 }
 
 /** `spec.containers[0].name` for `['spec', 'containers', 0, 'name']`. */
-export function fieldPathString(path: FieldPath): string {
+function fieldPathString(path: FieldPath): string {
   let text = ''
   for (const part of path) text += typeof part === 'number' ? `[${part}]` : text === '' ? part : `.${part}`
   return text
 }
 
 /** A value quoted as the API server quotes it, cut short when long; control characters escaped. */
-export function quoteValue(value: unknown): string {
+function quoteValue(value: unknown): string {
   const text = typeof value === 'string' ? value : String(value)
   return JSON.stringify(text.length > 80 ? `${text.slice(0, 80)}…` : text)
 }

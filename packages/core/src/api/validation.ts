@@ -25,10 +25,10 @@ import type { Pod } from './kubernetes.js'
 import { validatePodVolumes } from './volume-validation.js'
 
 export type { FieldError, FieldPath } from './field-errors.js'
-export { dns1123LabelError, dns1123SubdomainError, pathComponentError } from './field-errors.js'
+export { pathComponentError } from './field-errors.js'
 
 /** The longest pod UID taken: the API server's are 36 characters (a UUID), static pods' 32 (a hash). */
-export const MAX_POD_UID_LENGTH = 128
+const MAX_POD_UID_LENGTH = 128
 
 /**
  * Null when `uid` can be a pod UID, else why not. Accepts what clusters produce (UUIDs, the

@@ -49,7 +49,7 @@ function modeErrors(where: FieldPath, source: Record<string, unknown>): FieldErr
  * What is wrong with one entry of `spec.volumes`, in the API server's words (empty: nothing). The
  * entry may be anything a manifest holds: wrong types are reported, never thrown.
  */
-export function validateVolume(volume: unknown, index: number): FieldError[] {
+function validateVolume(volume: unknown, index: number): FieldError[] {
   const where: FieldPath = ['spec', 'volumes', index]
   if (!volume || typeof volume !== 'object' || Array.isArray(volume)) return [wrongTypeField(where, 'an object')]
   const v = volume as Record<string, unknown>

@@ -284,5 +284,3 @@ export interface Host {
   readonly subPaths?: SubPaths
   readonly selinux?: SELinux
 }
-
-export type { HostError }
