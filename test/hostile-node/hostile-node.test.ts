@@ -20,6 +20,7 @@ import { stackedBinds } from './attacks/stacked-binds.js'
 import { symlinkSwaps } from './attacks/symlink-swaps.js'
 import { type HostileNode, type NodeInternals, createHostileNode } from './harness/node.js'
 import { notBuilt } from './harness/processes.js'
+import { RESULTS_FILE, writeResults } from './harness/results.js'
 import { newTally, record, summaryLine, teardownAndAudit } from './harness/teardown.js'
 
 const isRoot = process.platform === 'linux' && process.getuid?.() === 0
@@ -29,8 +30,23 @@ const reason = !isRoot
     ? `the test process is not in a private mount namespace (${process.env.KUBEVOL_TEST_MOUNT_NAMESPACE_SKIP ?? 'packages/agent/test/mount-namespace.cjs did not run'})`
     : notBuilt()
 
-/** Every attack class, in the issue's order (item 12 is API mode: see README.md). */
-const ATTACKS = [stackedBinds, craftedUIDs, craftedNames, symlinkSwaps, hungFuse, sigtermStuck, inUseDevice, claimRef, gcRace, missingTarget, brokenMounts]
+/**
+ * Every attack class, in the issue's order (item 12 is API mode: see README.md), named by its file
+ * in attacks/: the names are the ids results.json and the docs' safety page use.
+ */
+const ATTACKS = {
+  'stacked-binds': stackedBinds,
+  'crafted-uids': craftedUIDs,
+  'crafted-names': craftedNames,
+  'symlink-swaps': symlinkSwaps,
+  'hung-fuse': hungFuse,
+  'sigterm-stuck': sigtermStuck,
+  'in-use-device': inUseDevice,
+  'claim-ref': claimRef,
+  'gc-race': gcRace,
+  'missing-target': missingTarget,
+  'broken-mount': brokenMounts,
+}
 
 if (reason !== undefined && process.env.CI === 'true') {
   describe('hostile node', () => {
@@ -61,11 +77,15 @@ if (reason !== undefined && process.env.CI === 'true') {
       const problem = record(tally, await teardownAndAudit(context.task.name, internals))
       if (problem) throw new Error(problem)
     }, 120_000)
-    afterAll(() => {
+    // vitest passes the suite second; its first argument must be a destructuring pattern (fixtures).
+    // biome-ignore lint/correctness/noEmptyPattern: vitest parses the pattern
+    afterAll(({}, suite) => {
       console.log(summaryLine(tally))
+      const notWritten = writeResults(suite, tally)
+      console.log(notWritten ? `[hostile-node] ${RESULTS_FILE} not written: ${notWritten}` : `[hostile-node] results written to ${RESULTS_FILE}`)
       expect({ escaped: tally.escaped, lostBytes: tally.lostBytes, leaked: tally.leaked }, summaryLine(tally)).toEqual({ escaped: 0, lostBytes: 0, leaked: 0 })
     })
 
-    for (const attack of ATTACKS) attack(node)
+    for (const [name, attack] of Object.entries(ATTACKS)) describe(name, () => attack(node))
   })
 }
