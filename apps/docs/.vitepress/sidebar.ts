@@ -20,6 +20,7 @@ export const sidebar = [
       { text: 'CSI', link: '/concepts/csi' },
       { text: 'kubevol and the kubelet', link: '/concepts/kubelet-fidelity' },
       { text: 'kubevol and the kubelet: measured', link: '/concepts/measured' },
+      { text: 'What kubevol never does', link: '/concepts/never-does' },
     ],
   },
   {

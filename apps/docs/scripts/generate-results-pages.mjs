@@ -8,13 +8,14 @@ import { mkdirSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { measuredFiles } from './measured-page.mjs'
+import { neverDoesFiles } from './never-does-page.mjs'
 
 const DOCS = fileURLToPath(new URL('..', import.meta.url))
 const REPO = join(DOCS, '..', '..')
 
 /** Every generated file, as a map from its path under apps/docs to its content. */
 export async function resultsPages() {
-  return new Map([...(await measuredFiles(join(REPO, 'bench')))])
+  return new Map([...(await measuredFiles(join(REPO, 'bench'))), ...neverDoesFiles(REPO)])
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {

@@ -53,8 +53,8 @@ async function render(spec, title, figures) {
   const svg = await view.toSVG()
   view.finalize()
   const desc = figures.map(([source, value]) => `${source} = ${value}`).join('; ')
-  const escape = (s) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;')
-  return `${svg.replace(/^<svg([^>]*)>/, (open) => `${open}<title>${escape(title)}</title><desc>drawn from ${escape(desc)}</desc>`)}\n`
+  const xml = (s) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;')
+  return `${svg.replace(/^<svg([^>]*)>/, (open) => `${open}<title>${xml(title)}</title><desc>drawn from ${xml(desc)}</desc>`)}\n`
 }
 
 const barsWithLabels = (x, y, extra = {}) => ({

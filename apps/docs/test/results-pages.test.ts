@@ -46,4 +46,17 @@ describe('the pages drawn from recorded results', () => {
     expect(page.match(/^\*\*Machine\.\*\* .*Node v\d+/gm)).toHaveLength(5)
     expect(page).toContain(bench('pod-startup').machine.date)
   })
+
+  it('shows on the safety page every attack of the recorded hostile-node run, with its outcome and date', () => {
+    const results = JSON.parse(readFileSync(join(REPO, 'test', 'hostile-node', 'results.json'), 'utf8'))
+    const page = files.get('pages/concepts/never-does.md') ?? ''
+    expect(results.attacks.length).toBeGreaterThan(0)
+    for (const attack of results.attacks) {
+      const row = page.split('\n').find((line) => line.includes(`[\`${attack.id}\`]`))
+      expect(row, attack.id).toBeDefined()
+      expect(row).toContain(attack.outcome === 'pass' ? `✓ held (${results.date.slice(0, 10)})` : '✗ **failed**')
+    }
+    expect(page).toContain(`**Last recorded run:** ${results.date}`)
+    expect(page).toContain('](./kubelet-fidelity.md)')
+  })
 })
