@@ -187,6 +187,34 @@ suite('the docs site in Chromium', () => {
     expect(problems).toEqual([])
   })
 
+  it('shows the engine live on the home page: a pod added, its volumes converging, the operations, the tear-down', async () => {
+    const page = await open('/')
+    const live = page.getByTestId('hero-live')
+    await live.waitFor({ timeout: 20_000 })
+    await page.locator('[data-testid="hero-live"][data-phase="mounted"]').waitFor({ timeout: 20_000 })
+    await expect.poll(() => live.locator('[data-testid="hero-mounted"][data-state="mounted"]').count()).toBe(3)
+    expect(await page.getByTestId('hero-operations').textContent()).toMatch(/volume_mount web-1\//)
+    await shot(page, 'home-live-mounted', false)
+    await page.setViewportSize({ width: 390, height: 844 })
+    await shot(page, 'home-live-phone', true)
+    await page.locator('[data-testid="hero-live"][data-phase="empty"]').waitFor({ timeout: 20_000 })
+    expect(await live.locator('[data-testid="hero-mounted"]').count()).toBe(0)
+    await page.close()
+    expect(problems).toEqual([])
+  })
+
+  it.each(['/concepts/measured', '/concepts/never-does'])('shows %s at a phone width, charts and tables inside the screen', async (path) => {
+    const page = await open(path)
+    await page.setViewportSize({ width: 390, height: 844 })
+    await page.waitForLoadState('networkidle')
+    const charts = await page.$$eval('img[data-chart]', (imgs) => imgs.map((i) => ({ loaded: (i as HTMLImageElement).naturalWidth > 0, right: i.getBoundingClientRect().right })))
+    for (const chart of charts) expect(chart.loaded && chart.right <= 390).toBe(true)
+    expect(charts).toHaveLength(path === '/concepts/measured' ? 5 : 0)
+    await shot(page, `phone${path.replace(/\//g, '-')}`)
+    await page.close()
+    expect(problems).toEqual([])
+  })
+
   it('runs the examples embedded in the concept pages', async () => {
     const page = await open('/concepts/operation-executor')
     const example = page.getByTestId('example-backoff')
