@@ -7,7 +7,7 @@
  * written outside the kubevol root, and canary files elsewhere are untouched.
  */
 import { createMemoryHost } from '@kubevol/adapter-mock'
-import { type Pod } from '@kubevol/core'
+import type { Pod } from '@kubevol/core'
 import { createBuiltinPlugins } from '@kubevol/core/plugins'
 import { type Harness, createHarness } from '@kubevol/core/testing'
 import fc from 'fast-check'

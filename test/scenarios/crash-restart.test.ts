@@ -5,7 +5,7 @@
  * that nothing a pod wants is lost, and that nothing mounted was ever deleted.
  */
 import { createMemoryHost } from '@kubevol/adapter-mock'
-import { type Pod } from '@kubevol/core'
+import type { Pod } from '@kubevol/core'
 import { FILE_DISK_DRIVER, createBuiltinPlugins } from '@kubevol/core/plugins'
 import { buildClaim, buildPod, createFakeClock, createHarness, type Harness } from '@kubevol/core/testing'
 import { describe, expect, it } from 'vitest'

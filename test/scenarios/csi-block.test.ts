@@ -6,7 +6,7 @@
  * journal (from vol_data.json alone).
  */
 import { createMemoryHost } from '@kubevol/adapter-mock'
-import { type Pod, type VolumeManagerOptions } from '@kubevol/core'
+import type { Pod, VolumeManagerOptions } from '@kubevol/core'
 import { createBuiltinPlugins } from '@kubevol/core/plugins'
 import { buildClaim, buildPod, createFakeClock, createHarness } from '@kubevol/core/testing'
 import { afterEach, describe, expect, it } from 'vitest'

@@ -10,7 +10,7 @@
  * unstage never overlap any other call of the volume.
  */
 import { createMemoryHost } from '@kubevol/adapter-mock'
-import { type Pod } from '@kubevol/core'
+import type { Pod } from '@kubevol/core'
 import { createBuiltinPlugins } from '@kubevol/core/plugins'
 import { buildClaim, buildPod, createFakeClock, createHarness, type Harness } from '@kubevol/core/testing'
 import { describe, expect, it } from 'vitest'

@@ -7,7 +7,7 @@
  * expanded without the pod changing.
  */
 import { createMemoryHost } from '@kubevol/adapter-mock'
-import { type PersistentVolumeClaim, type Pod } from '@kubevol/core'
+import type { PersistentVolumeClaim, Pod } from '@kubevol/core'
 import { createBuiltinPlugins } from '@kubevol/core/plugins'
 import { buildClaim, buildPod, createFakeClock, createHarness } from '@kubevol/core/testing'
 import { afterEach, describe, expect, it } from 'vitest'

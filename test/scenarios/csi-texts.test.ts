@@ -3,7 +3,7 @@
  * `kubernetes.io/csi: <step>`, and a driver's gRPC error is passed on as the driver said it.
  */
 import { createMemoryHost } from '@kubevol/adapter-mock'
-import { type Pod } from '@kubevol/core'
+import type { Pod } from '@kubevol/core'
 import { createBuiltinPlugins } from '@kubevol/core/plugins'
 import { buildClaim, buildPod, createFakeClock, createHarness } from '@kubevol/core/testing'
 import { afterEach, describe, expect, it } from 'vitest'

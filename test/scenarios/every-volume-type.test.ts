@@ -1,5 +1,5 @@
 import { createMemoryHost } from '@kubevol/adapter-mock'
-import { type MetricLabels, type Pod, type Volume } from '@kubevol/core'
+import type { MetricLabels, Pod, Volume } from '@kubevol/core'
 import { FILE_DISK_DRIVER, createBuiltinPlugins } from '@kubevol/core/plugins'
 import { buildClaim, buildPod, createFakeClock, createHarness } from '@kubevol/core/testing'
 import { describe, expect, it } from 'vitest'

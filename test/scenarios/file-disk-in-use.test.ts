@@ -4,7 +4,7 @@
  * mounted is adopted again when its record is gone; detach leaves loop devices kubevol did not attach.
  * (The real-kernel side: packages/adapter-linux/src/file-disk-in-use.test.ts.)
  */
-import { type Pod } from '@kubevol/core'
+import type { Pod } from '@kubevol/core'
 import { createBuiltinPlugins, FILE_DISK_DRIVER } from '@kubevol/core/plugins'
 import { buildClaim, buildPod, createHarness, type Harness } from '@kubevol/core/testing'
 import { afterEach, describe, expect, it } from 'vitest'

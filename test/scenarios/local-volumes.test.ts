@@ -3,7 +3,7 @@
  * per PV shared by its pods, a device mounted once globally and bound into each pod, the global
  * mount released only after the last pod, and a restart (journal or disk alone) that picks it up.
  */
-import { type Volume } from '@kubevol/core'
+import type { Volume } from '@kubevol/core'
 import { createBuiltinPlugins } from '@kubevol/core/plugins'
 import { buildClaim, buildPod, createHarness } from '@kubevol/core/testing'
 import { afterEach, describe, expect, it } from 'vitest'

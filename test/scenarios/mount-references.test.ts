@@ -3,7 +3,7 @@
  * SPEC §8.3): a local PV on a plain directory is bound into each pod, and the kubelet's local plugin
  * looks up those binds to warn when a second pod asks for another fsGroup (SPEC §7.5).
  */
-import { type Volume } from '@kubevol/core'
+import type { Volume } from '@kubevol/core'
 import { createBuiltinPlugins } from '@kubevol/core/plugins'
 import { buildClaim, buildPod } from '@kubevol/core/testing'
 import { afterEach, expect, it } from 'vitest'

@@ -1,4 +1,4 @@
-import { type Volume } from '@kubevol/core'
+import type { Volume } from '@kubevol/core'
 import { createBuiltinPlugins, FILE_DISK_DRIVER } from '@kubevol/core/plugins'
 import { buildClaim, buildPod } from '@kubevol/core/testing'
 import { afterEach, describe, expect, it } from 'vitest'

@@ -3,7 +3,7 @@
  * names are not one path component are refused by the populator on that pod alone: nothing is
  * created outside the root, and a pod whose UID aliases another pod's directory cannot touch it.
  */
-import { type Pod } from '@kubevol/core'
+import type { Pod } from '@kubevol/core'
 import { createBuiltinPlugins } from '@kubevol/core/plugins'
 import { afterEach, describe, expect, it } from 'vitest'
 import { scenario } from './setup.js'

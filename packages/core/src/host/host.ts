@@ -6,7 +6,6 @@
  * kernel would give (ENOENT, EEXIST, EBUSY, ...). Optional members are capabilities: a host that can
  * attach loop devices has `loopDevices`, one that cannot does not.
  */
-import type { HostError } from '../errors.js'
 
 /** What `lstat`/`stat` report. */
 export interface FileInfo {
