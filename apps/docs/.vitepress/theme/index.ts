@@ -1,7 +1,6 @@
 import type { Theme } from 'vitepress'
 import DefaultTheme from 'vitepress/theme'
-import { h } from 'vue'
-import HeroLive from './HeroLive.vue'
+import Layout from './Layout.vue'
 import Playground from './Playground.vue'
 import RunExample from './RunExample.vue'
 import './style.css'
@@ -9,7 +8,7 @@ import './style.css'
 export default {
   extends: DefaultTheme,
   // The home page's hero shows the engine running (HeroLive), not a picture of it.
-  Layout: () => h(DefaultTheme.Layout, null, { 'home-hero-image': () => h(HeroLive) }),
+  Layout,
   enhanceApp({ app }) {
     app.component('Playground', Playground)
     app.component('RunExample', RunExample)
