@@ -12,7 +12,8 @@
  * Skipped, with the reason printed, only without git or a git checkout; never when CI=true.
  */
 import { type SpawnSyncReturns, spawn, spawnSync } from 'node:child_process'
-import { cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs'
+import { cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, statSync } from 'node:fs'
+import { rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { dirname, join, posix } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -84,9 +85,10 @@ function ignored(path: string): boolean {
 
 // ---- applying it ----
 const work = impossible ? '' : mkdtempSync(join(tmpdir(), 'kubevol-dockerfile-'))
-afterAll(() => {
-  if (work) rmSync(work, { recursive: true, force: true })
-})
+// The copy holds an installed node_modules: removing it takes a while on a loaded machine.
+afterAll(async () => {
+  if (work) await rm(work, { recursive: true, force: true })
+}, 180_000)
 
 interface StageFs {
   readonly root: string
