@@ -106,9 +106,6 @@ export async function tearDownEmptyDirAt(host: Host, dir: string): Promise<void>
 export function createEmptyDirPlugin(options: EmptyDirPluginOptions = {}): VolumePlugin {
   const nodeAllocatable = options.nodeAllocatableMemoryBytes ?? DEFAULT_NODE_ALLOCATABLE_MEMORY
   let context: VolumePluginContext
-  const medium = (spec: VolumeSpec): string => spec.volume?.emptyDir?.medium ?? ''
-  const volumeDir = (podUID: string, name: string): string => context.paths.podVolumeDir(podUID, EMPTY_DIR_PLUGIN_NAME, name)
-  const pluginDir = (podUID: string, name: string): string => joinPath(context.paths.podPluginDir(podUID, EMPTY_DIR_PLUGIN_NAME), name)
 
   return {
     name: EMPTY_DIR_PLUGIN_NAME,
@@ -120,61 +117,14 @@ export function createEmptyDirPlugin(options: EmptyDirPluginOptions = {}): Volum
     requiresRemount: () => false,
     supportsMountOption: () => false,
     supportsSELinuxContextMount: () => false,
-    newMounter(spec, pod): Mounter {
-      const kind = medium(spec)
-      if (kind !== '' && kind !== 'Memory') {
-        throw new Error(kind.startsWith('HugePages') ? `emptyDir medium "${kind}" is not supported by kubevol` : `unknown storage medium "${kind}"`)
-      }
-      const podUID = pod.metadata.uid ?? ''
-      const dir = volumeDir(podUID, spec.name)
-      const marker = joinPath(pluginDir(podUID, spec.name), 'ready')
-      return {
-        getPath: () => dir,
-        getAttributes: () => ({ readOnly: false, managed: true, seLinuxRelabel: true }),
-        async setUp(args: MounterArgs) {
-          const { host } = context
-          if (await host.lstat(marker)) {
-            if (kind === 'Memory' && (await host.isMountPoint(dir).catch(() => false))) return
-            if (kind === '' && (await host.lstat(dir))) return
-            await host.removeAll(pluginDir(podUID, spec.name))
-          }
-          const size = kind === 'Memory' ? memoryVolumeSize(pod, spec.volume?.emptyDir?.sizeLimit, nodeAllocatable) : undefined
-          await setUpEmptyDirAt(host, dir, size)
-          await applyFsGroup(context, {
-            dir,
-            fsGroup: args.fsGroup,
-            policy: args.fsGroupChangePolicy,
-            readOnly: false,
-            recordPath: joinPath(pluginDir(podUID, spec.name), 'fsgroup'),
-            pod,
-            pluginName: EMPTY_DIR_PLUGIN_NAME,
-          })
-          await host.mkdir(pluginDir(podUID, spec.name), { recursive: true, mode: 0o750 })
-          await host.writeFile(marker, '')
-        },
-        async getMetrics(): Promise<FsStats> {
-          if (kind === 'Memory' && context.host.statfs) return context.host.statfs(dir)
-          const { bytes, inodes } = await diskUsage(context, dir)
-          const limit = spec.volume?.emptyDir?.sizeLimit
-          const capacity = limit === undefined ? 0 : parseQuantity(limit)
-          return {
-            capacityBytes: capacity,
-            usedBytes: bytes,
-            availableBytes: capacity > 0 ? Math.max(0, capacity - bytes) : 0,
-            inodes: 0,
-            inodesUsed: inodes,
-            inodesFree: 0,
-          }
-        },
-      }
-    },
+    newMounter: (spec, pod) => createEmptyDirMounter(context, spec, pod, nodeAllocatable),
     newUnmounter(innerName, podUID) {
-      const dir = volumeDir(podUID, innerName)
+      const dir = volumeDir(context, podUID, innerName)
       return {
         getPath: () => dir,
         async tearDown() {
           const { host } = context
-          const plugin = pluginDir(podUID, innerName)
+          const plugin = pluginDir(context, podUID, innerName)
           // The ready marker first (a crash from here on sets the volume up again), then what is
           // left of its directory: usually nothing, which a host removes in one call.
           await host.remove(joinPath(plugin, 'ready')).catch((err: unknown) => {
@@ -187,6 +137,59 @@ export function createEmptyDirPlugin(options: EmptyDirPluginOptions = {}): Volum
     },
     async constructVolumeSpec(innerName) {
       return { name: innerName, volume: { name: innerName, emptyDir: {} }, readOnly: false }
+    },
+  }
+}
+
+const volumeDir = (context: VolumePluginContext, podUID: string, name: string): string => context.paths.podVolumeDir(podUID, EMPTY_DIR_PLUGIN_NAME, name)
+const pluginDir = (context: VolumePluginContext, podUID: string, name: string): string => joinPath(context.paths.podPluginDir(podUID, EMPTY_DIR_PLUGIN_NAME), name)
+
+/** The mounter of one pod's emptyDir; refuses a medium other than the default and Memory. */
+function createEmptyDirMounter(context: VolumePluginContext, spec: VolumeSpec, pod: Pod, nodeAllocatable: number): Mounter {
+  const kind = spec.volume?.emptyDir?.medium ?? ''
+  if (kind !== '' && kind !== 'Memory') {
+    throw new Error(kind.startsWith('HugePages') ? `emptyDir medium "${kind}" is not supported by kubevol` : `unknown storage medium "${kind}"`)
+  }
+  const podUID = pod.metadata.uid ?? ''
+  const dir = volumeDir(context, podUID, spec.name)
+  const marker = joinPath(pluginDir(context, podUID, spec.name), 'ready')
+  return {
+    getPath: () => dir,
+    getAttributes: () => ({ readOnly: false, managed: true, seLinuxRelabel: true }),
+    async setUp(args: MounterArgs) {
+      const { host } = context
+      if (await host.lstat(marker)) {
+        if (kind === 'Memory' && (await host.isMountPoint(dir).catch(() => false))) return
+        if (kind === '' && (await host.lstat(dir))) return
+        await host.removeAll(pluginDir(context, podUID, spec.name))
+      }
+      const size = kind === 'Memory' ? memoryVolumeSize(pod, spec.volume?.emptyDir?.sizeLimit, nodeAllocatable) : undefined
+      await setUpEmptyDirAt(host, dir, size)
+      await applyFsGroup(context, {
+        dir,
+        fsGroup: args.fsGroup,
+        policy: args.fsGroupChangePolicy,
+        readOnly: false,
+        recordPath: joinPath(pluginDir(context, podUID, spec.name), 'fsgroup'),
+        pod,
+        pluginName: EMPTY_DIR_PLUGIN_NAME,
+      })
+      await host.mkdir(pluginDir(context, podUID, spec.name), { recursive: true, mode: 0o750 })
+      await host.writeFile(marker, '')
+    },
+    async getMetrics(): Promise<FsStats> {
+      if (kind === 'Memory' && context.host.statfs) return context.host.statfs(dir)
+      const { bytes, inodes } = await diskUsage(context, dir)
+      const limit = spec.volume?.emptyDir?.sizeLimit
+      const capacity = limit === undefined ? 0 : parseQuantity(limit)
+      return {
+        capacityBytes: capacity,
+        usedBytes: bytes,
+        availableBytes: capacity > 0 ? Math.max(0, capacity - bytes) : 0,
+        inodes: 0,
+        inodesUsed: inodes,
+        inodesFree: 0,
+      }
     },
   }
 }

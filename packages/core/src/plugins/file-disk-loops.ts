@@ -62,32 +62,46 @@ function inUse(driver: string, image: string, device: string, how: string): Erro
   return new Error(`${driver} volumeHandle ${image} is in use: attached as ${device} ${how}; kubevol mounts only an image no one else has attached`)
 }
 
+/** The attach records of fileDisk images, one file per image in `<pluginDir>/loops`. */
+interface AttachRecords {
+  /** The image's record; undefined when there is none or it cannot be read (logged). */
+  read(image: string): Promise<AttachRecord | undefined>
+  /** Replaces the image's record. */
+  write(record: AttachRecord): Promise<void>
+}
+
+function createAttachRecords(context: VolumePluginContext, pluginDir: string): AttachRecords {
+  const recordDir = () => joinPath(pluginDir, 'loops')
+  const recordPath = (image: string) => joinPath(recordDir(), `${fnv1a64(image)}.json`)
+  return {
+    async read(image) {
+      const { host } = context
+      if (!(await host.lstat(recordPath(image)))) return undefined
+      try {
+        const record = JSON.parse(decodeUtf8(await host.readFile(recordPath(image)))) as AttachRecord
+        return record.image === image ? record : undefined
+      } catch (err) {
+        context.logger.warn('Ignoring an unreadable fileDisk attach record', { image, path: recordPath(image), err: String(err) })
+        return undefined
+      }
+    },
+    // Written whole and renamed into place: a record is never half there after a kill.
+    async write(record) {
+      const { host } = context
+      await host.mkdir(recordDir(), { recursive: true, mode: 0o750 })
+      const path = recordPath(record.image)
+      await host.writeFile(`${path}.tmp`, JSON.stringify(record), { mode: 0o600 })
+      await host.rename(`${path}.tmp`, path)
+    },
+  }
+}
+
 /** Loop device bookkeeping of the fileDisk plugin; records live in `<pluginDir>/loops`. */
 export function createFileDiskLoops(context: VolumePluginContext, options: { readonly driver: string; readonly pluginDir: string; readonly loops: () => LoopDevices }): FileDiskLoops {
   const { driver, loops } = options
-  const recordDir = () => joinPath(options.pluginDir, 'loops')
-  const recordPath = (image: string) => joinPath(recordDir(), `${fnv1a64(image)}.json`)
-
-  async function readRecord(image: string): Promise<AttachRecord | undefined> {
-    const { host } = context
-    if (!(await host.lstat(recordPath(image)))) return undefined
-    try {
-      const record = JSON.parse(decodeUtf8(await host.readFile(recordPath(image)))) as AttachRecord
-      return record.image === image ? record : undefined
-    } catch (err) {
-      context.logger.warn('Ignoring an unreadable fileDisk attach record', { image, path: recordPath(image), err: String(err) })
-      return undefined
-    }
-  }
-
-  // Written whole and renamed into place: a record is never half there after a kill.
-  async function writeRecord(record: AttachRecord): Promise<void> {
-    const { host } = context
-    await host.mkdir(recordDir(), { recursive: true, mode: 0o750 })
-    const path = recordPath(record.image)
-    await host.writeFile(`${path}.tmp`, JSON.stringify(record), { mode: 0o600 })
-    await host.rename(`${path}.tmp`, path)
-  }
+  const records = createAttachRecords(context, options.pluginDir)
+  const readRecord = records.read
+  const writeRecord = records.write
 
   const isRecorded = (record: AttachRecord | undefined, device: string, status: LoopDeviceStatus) =>
     record?.state === 'attached' && record.device === device && record.attachment === status.attachment

@@ -15,7 +15,7 @@
 import type { VolumeSpec } from '../api/volume-spec.js'
 import { mountOptionsOf } from '../api/volume-spec.js'
 import { joinPath } from '../paths.js'
-import type { DeviceMountCapability, VolumePlugin, VolumePluginContext } from './plugin.js'
+import type { BlockCapability, DeviceMountCapability, VolumePlugin, VolumePluginContext } from './plugin.js'
 import { createBindMounter, createBindUnmounter } from './util/bind-into-pod.js'
 import { cleanupMountPoint, mountReferences } from './util/cleanup-mount-point.js'
 import { mountDeviceAt } from './util/safe-format-and-mount.js'
@@ -33,15 +33,30 @@ function localPathOf(spec: VolumeSpec): string {
   return path
 }
 
+const isDevice = (spec: VolumeSpec): boolean => Boolean(localOf(spec)?.fsType) && spec.persistentVolume?.spec?.volumeMode !== 'Block'
+
+/** Where the plugin keeps a local volume's global mount and block map path, under the context's paths. */
+interface LocalPaths {
+  globalPath(spec: VolumeSpec): string
+  mapPath(spec: VolumeSpec): string
+  /** True for a path under the plugin's own `mounts` directory. */
+  isGlobalMount(path: string): boolean
+}
+
+function localPaths(context: () => VolumePluginContext): LocalPaths {
+  const mountsDir = (): string => joinPath(context().paths.pluginDir(LOCAL_PLUGIN_NAME), 'mounts')
+  return {
+    globalPath: (spec) => joinPath(mountsDir(), spec.name),
+    mapPath: (spec) => joinPath(context().paths.volumeDevicePluginDir(LOCAL_PLUGIN_NAME), spec.name),
+    isGlobalMount: (path) => path.startsWith(`${mountsDir()}/`),
+  }
+}
+
 export function createLocalPlugin(): VolumePlugin {
   let context: VolumePluginContext
   let deviceMount: DeviceMountCapability | undefined
-  const mountsDir = (): string => joinPath(context.paths.pluginDir(LOCAL_PLUGIN_NAME), 'mounts')
-  const globalPath = (spec: VolumeSpec): string => joinPath(mountsDir(), spec.name)
-  const mapPath = (spec: VolumeSpec): string => joinPath(context.paths.volumeDevicePluginDir(LOCAL_PLUGIN_NAME), spec.name)
+  const paths = localPaths(() => context)
   const pluginData = (podUID: string, name: string): string => joinPath(context.paths.podPluginDir(podUID, LOCAL_PLUGIN_NAME), name)
-  const isDevice = (spec: VolumeSpec): boolean => Boolean(localOf(spec)?.fsType) && spec.persistentVolume?.spec?.volumeMode !== 'Block'
-  const isGlobalMount = (path: string): boolean => path.startsWith(`${mountsDir()}/`)
 
   return {
     name: LOCAL_PLUGIN_NAME,
@@ -63,7 +78,7 @@ export function createLocalPlugin(): VolumePlugin {
         context,
         pluginName: LOCAL_PLUGIN_NAME,
         pod,
-        source: () => (isDevice(spec) ? globalPath(spec) : local.path),
+        source: () => (isDevice(spec) ? paths.globalPath(spec) : local.path),
         dir: context.paths.podVolumeDir(podUID, LOCAL_PLUGIN_NAME, spec.name),
         readOnly: spec.readOnly,
         mountOptions: mountOptionsOf(spec),
@@ -81,7 +96,7 @@ export function createLocalPlugin(): VolumePlugin {
     async constructVolumeSpec(innerName, mountPath) {
       let path = ''
       let fsType: string | undefined
-      const global = (await mountReferences(context.host, mountPath)).find(isGlobalMount)
+      const global = (await mountReferences(context.host, mountPath)).find(paths.isGlobalMount)
       if (global) {
         const entry = (await context.host.mounts()).find((m) => m.target === global)
         path = entry?.source ?? ''
@@ -98,49 +113,60 @@ export function createLocalPlugin(): VolumePlugin {
     },
     // Made on first use: the host is known only once the plugin manager has called init.
     get deviceMount() {
-      return (deviceMount ??= {
-        // The kubelet's CanDeviceMount is true for every local volume: one unique name per PV.
-        canDeviceMount: () => true,
-        getDeviceMountPath: (spec) => (isDevice(spec) ? globalPath(spec) : localPathOf(spec)),
-        async mountDevice(spec, _devicePath, deviceMountPath, args) {
-          const path = localPathOf(spec)
-          if (isDevice(spec)) {
-            await mountDeviceAt(context.host, path, deviceMountPath, {
-              fstype: localOf(spec)?.fsType,
-              readOnly: spec.readOnly,
-              mountOptions: mountOptionsOf(spec),
-              seLinuxLabel: args.seLinuxLabel,
-            })
-            return
-          }
-          // A directory is used where it is; the kubelet only checks what the path is.
-          const info = await context.host.stat(path)
-          if (!info) throw new Error(`path "${path}" does not exist`)
-          if (info.type !== 'directory') throw new Error(`only directory and block device are supported (${path} is a ${info.type})`)
-        },
-        // Only kubevol's own global mount is ever unmounted: a directory's device mount path is the
-        // node's directory itself, which stays as it is (the kubelet's UnmountDevice does the same).
-        async unmountDevice(deviceMountPath) {
-          if (isGlobalMount(deviceMountPath)) await cleanupMountPoint(context.host, deviceMountPath)
-        },
-        getDeviceMountRefs: (deviceMountPath) => mountReferences(context.host, deviceMountPath),
-      })
+      return (deviceMount ??= createLocalDeviceMount(context, paths))
     },
-    block: {
-      newBlockVolumeMapper(spec, pod) {
-        const podUID = pod.metadata.uid ?? ''
-        return {
-          getGlobalMapPath: mapPath,
-          getPodDeviceMapPath: () => ({ dir: context.paths.podVolumeDeviceDir(podUID, LOCAL_PLUGIN_NAME), linkName: spec.name }),
-          mapPodDevice: async () => localOf(spec)?.path ?? '',
-        }
-      },
-      newBlockVolumeUnmapper(innerName, podUID) {
-        return {
-          getGlobalMapPath: mapPath,
-          getPodDeviceMapPath: () => ({ dir: context.paths.podVolumeDeviceDir(podUID, LOCAL_PLUGIN_NAME), linkName: innerName }),
-        }
-      },
+    block: createLocalBlock(() => context, paths),
+  }
+}
+
+/** A device is formatted if blank and mounted at its global path; a directory is its own device mount path. */
+function createLocalDeviceMount(context: VolumePluginContext, paths: LocalPaths): DeviceMountCapability {
+  return {
+    // The kubelet's CanDeviceMount is true for every local volume: one unique name per PV.
+    canDeviceMount: () => true,
+    getDeviceMountPath: (spec) => (isDevice(spec) ? paths.globalPath(spec) : localPathOf(spec)),
+    async mountDevice(spec, _devicePath, deviceMountPath, args) {
+      const path = localPathOf(spec)
+      if (isDevice(spec)) {
+        await mountDeviceAt(context.host, path, deviceMountPath, {
+          fstype: localOf(spec)?.fsType,
+          readOnly: spec.readOnly,
+          mountOptions: mountOptionsOf(spec),
+          seLinuxLabel: args.seLinuxLabel,
+        })
+        return
+      }
+      // A directory is used where it is; the kubelet only checks what the path is.
+      const info = await context.host.stat(path)
+      if (!info) throw new Error(`path "${path}" does not exist`)
+      if (info.type !== 'directory') throw new Error(`only directory and block device are supported (${path} is a ${info.type})`)
+    },
+    // Only kubevol's own global mount is ever unmounted: a directory's device mount path is the
+    // node's directory itself, which stays as it is (the kubelet's UnmountDevice does the same).
+    async unmountDevice(deviceMountPath) {
+      if (paths.isGlobalMount(deviceMountPath)) await cleanupMountPoint(context.host, deviceMountPath)
+    },
+    getDeviceMountRefs: (deviceMountPath) => mountReferences(context.host, deviceMountPath),
+  }
+}
+
+/** `volumeMode: Block`: the node's device is mapped into the pod. */
+function createLocalBlock(context: () => VolumePluginContext, paths: LocalPaths): BlockCapability {
+  const podDeviceMapPath = (podUID: string, linkName: string) => ({ dir: context().paths.podVolumeDeviceDir(podUID, LOCAL_PLUGIN_NAME), linkName })
+  return {
+    newBlockVolumeMapper(spec, pod) {
+      const podUID = pod.metadata.uid ?? ''
+      return {
+        getGlobalMapPath: paths.mapPath,
+        getPodDeviceMapPath: () => podDeviceMapPath(podUID, spec.name),
+        mapPodDevice: async () => localOf(spec)?.path ?? '',
+      }
+    },
+    newBlockVolumeUnmapper(innerName, podUID) {
+      return {
+        getGlobalMapPath: paths.mapPath,
+        getPodDeviceMapPath: () => podDeviceMapPath(podUID, innerName),
+      }
     },
   }
 }
