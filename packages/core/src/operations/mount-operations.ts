@@ -15,6 +15,7 @@ import type { VolumeToMount } from '../cache/desired-state.js'
 import { type FailureKind, OperationError, errorMessage, failureKind, isHostError } from '../errors.js'
 import type { VolumePlugin } from '../plugins/plugin.js'
 import {
+  type MessageSubject,
   type OperationContext,
   detailedMessage,
   markDeviceErrorState,
@@ -49,111 +50,143 @@ export function generateMountVolume(ctx: OperationContext, vtm: MountRequestVolu
   return {
     name: 'volume_mount',
     pluginName: plugin.name,
-    run: async () => {
-      const { spec, pod } = vtm
-      const pv = spec.persistentVolume
-      if (pv?.spec?.nodeAffinity && ctx.objects.getNode) {
-        let reason: string | null
-        try {
-          reason = checkNodeAffinity(pv, await ctx.objects.getNode(ctx.nodeName))
-        } catch (err) {
-          reason = errorMessage(err)
-        }
-        if (reason) throw stepFailed('MountVolume.NodeAffinity check failed', subject, reason, 'final')
-      }
-      let mounter: Mounter
-      try {
-        mounter = plugin.newMounter(spec, pod)
-      } catch (err) {
-        throw stepFailed('MountVolume.NewMounter initialization failed', subject, err, 'final')
-      }
-      // Only a PV carries mount options: other volumes skip building the (empty) list.
-      if (spec.persistentVolume && mountOptionsOf(spec).length > 0 && !plugin.supportsMountOption()) {
-        throw stepFailed('MountVolume.MountOptionSupport check failed', subject, 'mount options are not supported for this volume type', 'final')
-      }
-      const modes = accessModesOf(spec)
-      if (modes.length === 1 && modes[0] === 'ReadWriteOncePod' && ctx.asw.isVolumeMountedElsewhere(vtm.volumeName, vtm.podName)) {
-        throw stepFailed('MountVolume.SetUp failed', subject, 'volume uses the ReadWriteOncePod access mode and is already in use by another pod', 'final')
-      }
-      const fsGroup = pod.spec?.securityContext?.fsGroup
-      const fsGroupChangePolicy = pod.spec?.securityContext?.fsGroupChangePolicy
-      let devicePath = vtm.devicePath
-      if (plugin.attach?.canAttach(spec)) {
-        try {
-          devicePath = await plugin.attach.waitForAttach(spec, devicePath, pod, ctx.waitForAttachTimeoutMs)
-        } catch (err) {
-          throw stepFailed('MountVolume.WaitForAttach failed', subject, err)
-        }
-      }
-      let deviceMountPath = ''
-      const deviceMount = plugin.deviceMount?.canDeviceMount(spec) ? plugin.deviceMount : undefined
-      // A remount (content refresh) of a volume whose set-up the journal already holds needs no
-      // new intent: without this, every configMap or secret volume wrote one record a minute.
-      let setupIntent = !(isRemount && ctx.journal?.hasSetup(vtm.volumeName, vtm.podName))
-      if (deviceMount) {
-        try {
-          deviceMountPath = deviceMount.getDeviceMountPath(spec)
-        } catch (err) {
-          throw stepFailed('MountVolume.GetDeviceMountPath failed', subject, err)
-        }
-        if (ctx.asw.getDeviceMountState(vtm.volumeName) !== 'mounted') {
-          // Both intents in one group commit: the set-up's may precede its step (a crash in between
-          // leaves an intent reconstruction finds nothing behind, which it cleans up).
-          const deviceIntent = ctx.journal?.record({ kind: 'device', volume: vtm.volumeName, spec, devicePath, path: deviceMountPath })
-          const podIntent = setupIntent ? ctx.journal?.record(setupRecord(vtm)) : undefined
-          await Promise.all([deviceIntent, podIntent])
-          setupIntent = false
-          try {
-            await deviceMount.mountDevice(spec, devicePath, deviceMountPath, { fsGroup, seLinuxLabel: vtm.seLinuxLabel })
-          } catch (err) {
-            // The set-up intent stays: an earlier attempt may have set the volume up, and only a
-            // tear-down may say it is gone.
-            markDeviceErrorState(ctx, vtm, await failureKindAt(ctx, deviceMountPath, err), devicePath, deviceMountPath)
-            throw stepFailed('MountVolume.MountDevice failed', subject, err)
-          }
-          ctx.logger.info(detailedMessage('MountVolume.MountDevice succeeded', subject, `device mount path "${deviceMountPath}"`))
-          ctx.asw.markDeviceAsMounted(vtm.volumeName, devicePath, deviceMountPath, vtm.seLinuxLabel)
-        }
-      }
-      if (setupIntent) await ctx.journal?.record(setupRecord(vtm))
-      try {
-        await mounter.setUp({
-          fsGroup,
-          fsGroupChangePolicy,
-          fsUser: commonRunAsUser(vtm),
-          desiredSize: vtm.desiredSizeLimit,
-          seLinuxLabel: vtm.seLinuxLabel,
-        })
-      } catch (err) {
-        markVolumeErrorState(ctx, vtm, await failureKindAt(ctx, mounter.getPath(), err))
-        throw stepFailed('MountVolume.SetUp failed', subject, err)
-      }
-      const log = isRemount ? ctx.logger.debug : ctx.logger.info
-      log.call(ctx.logger, detailedMessage('MountVolume.SetUp succeeded', subject))
-      try {
-        await prepareSubPaths(ctx, vtm, mounter.getPath())
-      } catch (err) {
-        // The volume is set up but a container could not use it: keep it possibly mounted, retry.
-        ctx.asw.markVolumeMountAsUncertain(markOptions(vtm))
-        throw stepFailed('MountVolume.SetUp failed', subject, err, 'uncertain')
-      }
-      try {
-        await expandVolumeDuringMount(ctx, vtm, plugin.nodeExpand, { devicePath, deviceMountPath: mounter.getPath(), deviceStagePath: deviceMountPath })
-      } catch (err) {
-        // Containers must not start on a volume that should have grown; tearing it down later is safe.
-        ctx.asw.markVolumeMountAsUncertain(markOptions(vtm))
-        throw stepFailed('MountVolume.Setup failed while expanding volume', subject, err)
-      }
-      ctx.metrics.observe(
-        'volume_operation_total_seconds',
-        // A remount measures the time from the change that asked for it (an object refreshed, a pod
-        // re-synced) to the new content being in place.
-        { plugin_name: plugin.name, operation_name: isRemount ? 'overall_volume_remount' : 'overall_volume_mount' },
-        (ctx.clock.now() - vtm.mountRequestTime) / 1000,
-      )
-      ctx.asw.markVolumeAsMounted(markOptions(vtm))
-    },
+    run: () => mountVolume({ ctx, vtm, plugin, subject, isRemount }),
   }
+}
+
+/** What every step of one "volume_mount" works on. */
+interface MountStep {
+  readonly ctx: OperationContext
+  readonly vtm: MountRequestVolume
+  readonly plugin: VolumePlugin
+  readonly subject: MessageSubject
+  readonly isRemount: boolean
+}
+
+/** The operation: the checks, wait for attach, mount device, set up, sub paths, expansion, mark mounted. */
+async function mountVolume(step: MountStep): Promise<void> {
+  const { ctx, vtm, plugin, subject, isRemount } = step
+  const { spec, pod } = vtm
+  const mounter = await newCheckedMounter(step)
+  const fsGroup = pod.spec?.securityContext?.fsGroup
+  const fsGroupChangePolicy = pod.spec?.securityContext?.fsGroupChangePolicy
+  let devicePath = vtm.devicePath
+  if (plugin.attach?.canAttach(spec)) {
+    try {
+      devicePath = await plugin.attach.waitForAttach(spec, devicePath, pod, ctx.waitForAttachTimeoutMs)
+    } catch (err) {
+      throw stepFailed('MountVolume.WaitForAttach failed', subject, err)
+    }
+  }
+  const device = await mountDeviceIfNeeded(step, devicePath, fsGroup)
+  if (device.setupIntent) await ctx.journal?.record(setupRecord(vtm))
+  try {
+    await mounter.setUp({
+      fsGroup,
+      fsGroupChangePolicy,
+      fsUser: commonRunAsUser(vtm),
+      desiredSize: vtm.desiredSizeLimit,
+      seLinuxLabel: vtm.seLinuxLabel,
+    })
+  } catch (err) {
+    markVolumeErrorState(ctx, vtm, await failureKindAt(ctx, mounter.getPath(), err))
+    throw stepFailed('MountVolume.SetUp failed', subject, err)
+  }
+  const log = isRemount ? ctx.logger.debug : ctx.logger.info
+  log.call(ctx.logger, detailedMessage('MountVolume.SetUp succeeded', subject))
+  try {
+    await prepareSubPaths(ctx, vtm, mounter.getPath())
+  } catch (err) {
+    // The volume is set up but a container could not use it: keep it possibly mounted, retry.
+    ctx.asw.markVolumeMountAsUncertain(markOptions(vtm))
+    throw stepFailed('MountVolume.SetUp failed', subject, err, 'uncertain')
+  }
+  try {
+    await expandVolumeDuringMount(ctx, vtm, plugin.nodeExpand, { devicePath, deviceMountPath: mounter.getPath(), deviceStagePath: device.deviceMountPath })
+  } catch (err) {
+    // Containers must not start on a volume that should have grown; tearing it down later is safe.
+    ctx.asw.markVolumeMountAsUncertain(markOptions(vtm))
+    throw stepFailed('MountVolume.Setup failed while expanding volume', subject, err)
+  }
+  ctx.metrics.observe(
+    'volume_operation_total_seconds',
+    // A remount measures the time from the change that asked for it (an object refreshed, a pod
+    // re-synced) to the new content being in place.
+    { plugin_name: plugin.name, operation_name: isRemount ? 'overall_volume_remount' : 'overall_volume_mount' },
+    (ctx.clock.now() - vtm.mountRequestTime) / 1000,
+  )
+  ctx.asw.markVolumeAsMounted(markOptions(vtm))
+}
+
+/** The checks before any work (node affinity, mount options, ReadWriteOncePod) and the plugin's mounter. All final. */
+async function newCheckedMounter({ ctx, vtm, plugin, subject }: MountStep): Promise<Mounter> {
+  const { spec, pod } = vtm
+  const pv = spec.persistentVolume
+  if (pv?.spec?.nodeAffinity && ctx.objects.getNode) {
+    let reason: string | null
+    try {
+      reason = checkNodeAffinity(pv, await ctx.objects.getNode(ctx.nodeName))
+    } catch (err) {
+      reason = errorMessage(err)
+    }
+    if (reason) throw stepFailed('MountVolume.NodeAffinity check failed', subject, reason, 'final')
+  }
+  let mounter: Mounter
+  try {
+    mounter = plugin.newMounter(spec, pod)
+  } catch (err) {
+    throw stepFailed('MountVolume.NewMounter initialization failed', subject, err, 'final')
+  }
+  // Only a PV carries mount options: other volumes skip building the (empty) list.
+  if (spec.persistentVolume && mountOptionsOf(spec).length > 0 && !plugin.supportsMountOption()) {
+    throw stepFailed('MountVolume.MountOptionSupport check failed', subject, 'mount options are not supported for this volume type', 'final')
+  }
+  const modes = accessModesOf(spec)
+  if (modes.length === 1 && modes[0] === 'ReadWriteOncePod' && ctx.asw.isVolumeMountedElsewhere(vtm.volumeName, vtm.podName)) {
+    throw stepFailed('MountVolume.SetUp failed', subject, 'volume uses the ReadWriteOncePod access mode and is already in use by another pod', 'final')
+  }
+  return mounter
+}
+
+/**
+ * The device step of a plugin that mounts a device, unless the device is mounted already. Returns
+ * its path ('' without one), and whether the set-up's intent is still to be written (the device
+ * step writes both intents in one group commit).
+ */
+async function mountDeviceIfNeeded(
+  { ctx, vtm, plugin, subject, isRemount }: MountStep,
+  devicePath: string,
+  fsGroup: number | undefined,
+): Promise<{ deviceMountPath: string; setupIntent: boolean }> {
+  const { spec } = vtm
+  const deviceMount = plugin.deviceMount?.canDeviceMount(spec) ? plugin.deviceMount : undefined
+  // A remount (content refresh) of a volume whose set-up the journal already holds needs no
+  // new intent: without this, every configMap or secret volume wrote one record a minute.
+  const setupIntent = !(isRemount && ctx.journal?.hasSetup(vtm.volumeName, vtm.podName))
+  if (!deviceMount) return { deviceMountPath: '', setupIntent }
+  let deviceMountPath: string
+  try {
+    deviceMountPath = deviceMount.getDeviceMountPath(spec)
+  } catch (err) {
+    throw stepFailed('MountVolume.GetDeviceMountPath failed', subject, err)
+  }
+  if (ctx.asw.getDeviceMountState(vtm.volumeName) === 'mounted') return { deviceMountPath, setupIntent }
+  // Both intents in one group commit: the set-up's may precede its step (a crash in between
+  // leaves an intent reconstruction finds nothing behind, which it cleans up).
+  const deviceIntent = ctx.journal?.record({ kind: 'device', volume: vtm.volumeName, spec, devicePath, path: deviceMountPath })
+  const podIntent = setupIntent ? ctx.journal?.record(setupRecord(vtm)) : undefined
+  await Promise.all([deviceIntent, podIntent])
+  try {
+    await deviceMount.mountDevice(spec, devicePath, deviceMountPath, { fsGroup, seLinuxLabel: vtm.seLinuxLabel })
+  } catch (err) {
+    // The set-up intent stays: an earlier attempt may have set the volume up, and only a
+    // tear-down may say it is gone.
+    markDeviceErrorState(ctx, vtm, await failureKindAt(ctx, deviceMountPath, err), devicePath, deviceMountPath)
+    throw stepFailed('MountVolume.MountDevice failed', subject, err)
+  }
+  ctx.logger.info(detailedMessage('MountVolume.MountDevice succeeded', subject, `device mount path "${deviceMountPath}"`))
+  ctx.asw.markDeviceAsMounted(vtm.volumeName, devicePath, deviceMountPath, vtm.seLinuxLabel)
+  return { deviceMountPath, setupIntent: false }
 }
 
 /** Binds every sub path the pod's containers mount from this volume (idempotent). */
