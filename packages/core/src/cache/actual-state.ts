@@ -119,6 +119,12 @@ export class VolumeNotInActualStateError extends KubevolError {
   }
 }
 
+/**
+ * The actual state of the world. One class in one file, longer than the others: every transition
+ * works on the same `#private` maps (volumes, their pods, what reconstruction found, final
+ * expansion errors), and a split would have to expose them to a second file, which is what rule 9
+ * of the style guide forbids. The record types above it are what its views return.
+ */
 export class ActualStateOfWorld {
   readonly #volumes = new Map<UniqueVolumeName, VolumeEntry>()
   readonly #podVolumes = new Map<UniquePodName, Set<UniqueVolumeName>>()

@@ -4,7 +4,7 @@ import { buildClaim, buildPod, fakeVolume } from '../testing/builders.js'
 import { createFakeClock } from '../testing/fake-clock.js'
 import { createFakePlugin } from '../testing/fake-plugin.js'
 import { createTestPluginManager } from '../testing/plugin-context.js'
-import { DesiredStateOfWorld, MAX_POD_ERRORS, desiredSizeLimitOf } from './desired-state.js'
+import { DesiredStateOfWorld, MAX_POD_ERRORS } from './desired-state.js'
 
 function setup(options: Parameters<typeof createFakePlugin>[0] = {}) {
   const clock = createFakeClock()
@@ -111,29 +111,5 @@ describe('DesiredStateOfWorld', () => {
     const [vtm] = dsw.getVolumesToMount()
     expect(vtm?.desiredPersistentVolumeSize).toBe(2 * 2 ** 30)
     expect(vtm?.volumeGidValue).toBe('777')
-  })
-})
-
-describe('desiredSizeLimitOf (SPEC §3.2.2)', () => {
-  const limited = {
-    ...buildPod(),
-    spec: {
-      containers: [
-        { name: 'a', resources: { limits: { 'ephemeral-storage': '1Gi' } } },
-        { name: 'b', resources: { limits: { 'ephemeral-storage': '1Gi' } } },
-      ],
-    },
-  }
-  const gi = 2 ** 30
-  it.each([
-    { name: 'sizeLimit below pod limit', volume: { name: 'e', emptyDir: { sizeLimit: '1Gi' } }, pod: limited, size: gi },
-    { name: 'sizeLimit above pod limit', volume: { name: 'e', emptyDir: { sizeLimit: '3Gi' } }, pod: limited, size: 2 * gi },
-    { name: 'no sizeLimit', volume: { name: 'e', emptyDir: {} }, pod: limited, size: 2 * gi },
-    { name: 'configMap', volume: { name: 'c', configMap: { name: 'x' } }, pod: limited, size: 2 * gi },
-    { name: 'no pod limit', volume: { name: 'e', emptyDir: { sizeLimit: '3Gi' } }, pod: buildPod(), size: 3 * gi },
-    { name: 'no limits at all', volume: { name: 'e', emptyDir: {} }, pod: buildPod(), size: 0 },
-    { name: 'memory emptyDir has none', volume: { name: 'e', emptyDir: { medium: 'Memory' } }, pod: limited, size: undefined },
-  ])('$name', ({ volume, pod, size }) => {
-    expect(desiredSizeLimitOf(pod, specFromVolume(volume))).toBe(size)
   })
 })

@@ -6,12 +6,13 @@
 import type { Pod, SELinuxOptions } from '../api/kubernetes.js'
 import { volumeSELinuxLabel } from '../api/selinux.js'
 import type { UniquePodName, UniqueVolumeName } from '../api/names.js'
-import { parseQuantity, storageOf } from '../api/quantity.js'
+import { storageOf } from '../api/quantity.js'
 import { type VolumeSpec, accessModesOf, volumeGidValueOf } from '../api/volume-spec.js'
 import type { Clock } from '../clock.js'
 import { VolumeSpecError, errorMessage } from '../errors.js'
 import { type PluginManager, uniqueVolumeNameOf } from '../plugins/plugin-manager.js'
 import { ChangeFeed } from './change-feed.js'
+import { desiredSizeLimitOf } from './desired-size-limit.js'
 import { flatString } from './flat-string.js'
 import { SmallMap } from './small-map.js'
 
@@ -105,26 +106,6 @@ export interface AddPodToVolumeOptions {
   readonly outerVolumeSpecName: string
   /** SELinux options of the containers using the volume (merged with the pod's). */
   readonly seLinuxContainerContexts?: readonly SELinuxOptions[]
-}
-
-/**
- * Size limit of a local ephemeral volume (SPEC §3.2.2): the pod's ephemeral-storage limit (sum of its
- * containers'), or the emptyDir `sizeLimit` when set and smaller (or when the pod has none). Only
- * disk-backed emptyDir and configMap volumes have one.
- */
-export function desiredSizeLimitOf(pod: Pod, spec: VolumeSpec): number | undefined {
-  const volume = spec.volume
-  if (!volume) return undefined
-  const diskEmptyDir = volume.emptyDir !== undefined && (volume.emptyDir.medium ?? '') === ''
-  if (!diskEmptyDir && !volume.configMap) return undefined
-  let podLimit = 0
-  for (const c of pod.spec?.containers ?? []) {
-    const limit = c.resources?.limits?.['ephemeral-storage']
-    if (limit !== undefined) podLimit += parseQuantity(limit)
-  }
-  const sizeLimit = volume.emptyDir?.sizeLimit === undefined ? 0 : parseQuantity(volume.emptyDir.sizeLimit)
-  if (diskEmptyDir && sizeLimit > 0 && (podLimit === 0 || sizeLimit < podLimit)) return sizeLimit
-  return podLimit
 }
 
 export class DesiredStateOfWorld {
