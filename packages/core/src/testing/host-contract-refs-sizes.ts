@@ -3,15 +3,7 @@
  * `GetMountRefs` finds them, and the filesystem size query behind a resize decision.
  */
 import { expect, it } from 'vitest'
-import type { Host } from '../host/host.js'
-import { expectHostError } from './host-contract.js'
-
-/** What these tests need from the suite: the host, paths under its root, and loop attaches it cleans up. */
-export interface ContractContext {
-  readonly h: () => Host
-  readonly p: (...parts: string[]) => string
-  readonly attach: (file: string, options?: { readonly readOnly?: boolean }) => Promise<string>
-}
+import { type ContractContext, expectHostError } from './host-contract-support.js'
 
 const MiB = 2 ** 20
 
