@@ -4,7 +4,7 @@
  * made, never from timing, so one seed injects the same faults, and gives the same operation counts,
  * on every run.
  */
-import { createMemoryHost } from '@kubevol/adapter-mock'
+import { type MemoryHost, createMemoryHost } from '@kubevol/adapter-mock'
 import { formatDuration } from '@kubevol/agent'
 import { HostError, type Pod, type Volume, createVolumeManager } from '@kubevol/core'
 import { createBuiltinPlugins } from '@kubevol/core/plugins'
@@ -80,25 +80,32 @@ function podOf(i: number, volumes: number): Pod {
 
 const percentile = (sorted: readonly number[], p: number): number => (sorted.length === 0 ? 0 : (sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? 0))
 
+/**
+ * EIO for a seeded share (`rate`) of the mutating calls under the pods' directory, each call at
+ * most {@link MAX_FAULTS_PER_CALL} times; counts what it injected.
+ */
+function injectFaults(host: MemoryHost, seed: number, rate: number): { readonly injected: number } {
+  const counter = { injected: 0 }
+  const attempts = new Map<string, number>()
+  host.faults.intercept((call, next) => {
+    if (!MUTATING.has(call.method) || !call.path?.startsWith(`${ROOT}/pods/`)) return next()
+    // The atomic writer's directories are named by time: leave the name out of the decision.
+    const key = `${call.method} ${call.path.replace(/\/\.\.[^/]+/g, '/..tmp')}`
+    const n = (attempts.get(key) ?? 0) + 1
+    attempts.set(key, n)
+    if (n <= MAX_FAULTS_PER_CALL && chance(seed, `${key}#${n}`) < rate) {
+      counter.injected++
+      return Promise.reject(new HostError('EIO', call.method, call.path, 'injected fault'))
+    }
+    return next()
+  })
+  return counter
+}
+
 /** Runs a simulation. */
 export async function simulate(options: SimulationOptions): Promise<SimulationReport> {
   const host = createMemoryHost()
-  let faults = 0
-  const attempts = new Map<string, number>()
-  if (options.faultRate > 0) {
-    host.faults.intercept((call, next) => {
-      if (!MUTATING.has(call.method) || !call.path?.startsWith(`${ROOT}/pods/`)) return next()
-      // The atomic writer's directories are named by time: leave the name out of the decision.
-      const key = `${call.method} ${call.path.replace(/\/\.\.[^/]+/g, '/..tmp')}`
-      const n = (attempts.get(key) ?? 0) + 1
-      attempts.set(key, n)
-      if (n <= MAX_FAULTS_PER_CALL && chance(options.seed, `${key}#${n}`) < options.faultRate) {
-        faults++
-        return Promise.reject(new HostError('EIO', call.method, call.path, 'injected fault'))
-      }
-      return next()
-    })
-  }
+  const faults = options.faultRate > 0 ? injectFaults(host, options.seed, options.faultRate) : { injected: 0 }
   const objects = createMemoryObjectReader()
   objects.put('ConfigMap', { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'sim-config', namespace: 'default' }, data: { a: '1', b: '2' } } as never)
   objects.put('Secret', { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'sim-secret', namespace: 'default' }, data: { p: 'cA==' } } as never)
@@ -160,7 +167,7 @@ export async function simulate(options: SimulationOptions): Promise<SimulationRe
     converged: results.every((r) => r.status === 'fulfilled'),
     podsMounted: mounted,
     convergeMs: Math.round(convergeMs),
-    faultsInjected: faults,
+    faultsInjected: faults.injected,
     operations: sortedOps,
     latencyMs: { p50: Math.round(percentile(latencies, 50)), p99: Math.round(percentile(latencies, 99)), max: Math.round(latencies.at(-1) ?? 0) },
     peakRssBytes: peakRss,
