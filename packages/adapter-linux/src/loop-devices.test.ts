@@ -3,7 +3,7 @@ import { expectHostError } from '@kubevol/core/testing/host-contract'
 import { expect, it } from 'vitest'
 import { describeAsRoot } from '../test/as-root.js'
 import { useLinuxHost } from '../test/harness.js'
-import { loopFileName, makedev } from './loop-devices.js'
+import { loopFileName, makedev } from './loop-attach.js'
 
 const MiB = 2 ** 20
 
