@@ -178,6 +178,11 @@ export function libc(): Libc {
   return loaded
 }
 
+/**
+ * Declares every C function and struct kubevol calls, in one place. Longer than 80 lines because
+ * it is a table: one koffi declaration per line, and splitting it would only scatter the list of
+ * what kubevol asks of the C library.
+ */
 function bind(koffi: KoffiModule): Libc {
   let lib: Koffi.LibraryHandle
   try {

@@ -73,6 +73,11 @@ function isNormalAbsolute(path: string): boolean {
 /**
  * The Host port on Linux. Create it with {@link createLinuxHost}. Needs root (CAP_SYS_ADMIN) for
  * mounts and loop devices; file calls work for any user within their permissions.
+ *
+ * One class in one file, longer than the others: each method is one member of the Host port, most
+ * a few lines over the same call runner, io workers and mount table, which stay `#private` so that
+ * every call goes through the runner's batching and deadlines. The capabilities with state of their
+ * own are their own files (loop devices, filesystems, sub paths, block devices).
  */
 export class LinuxHost implements Host {
   readonly blockDevices: BlockDevices

@@ -49,12 +49,14 @@ const CHANNEL_OPTIONS: grpc.ChannelOptions = { 'grpc.use_local_subchannel_pool':
 /** The channel states in which a call cannot reach the driver before a reconnect backoff ends. */
 const BROKEN: ReadonlySet<grpc.connectivityState> = new Set([grpc.connectivityState.TRANSIENT_FAILURE, grpc.connectivityState.SHUTDOWN])
 
-/**
- * Connects lazily: the first call opens the channel; a channel that failed to connect is replaced
- * by the next call; `close()` releases it, and calls after it fail.
- */
-export function createGrpcCsiDriver(options: GrpcCsiDriverOptions): GrpcCsiDriver {
-  const address = unixAddress(options.endpoint)
+/** One driver's connection: a unary call on the current channel, and closing it. */
+interface GrpcConnection {
+  unary<T>(service: 'identity' | 'node', method: string, request: object, o: CsiCallOptions): Promise<T>
+  close(): void
+}
+
+/** The clients of both services on one channel, replaced before a call once the channel failed to connect. */
+function createGrpcConnection(address: string): GrpcConnection {
   const proto = csiProto()
   const credentials = grpc.credentials.createInsecure()
   const open = () => {
@@ -73,25 +75,42 @@ export function createGrpcCsiDriver(options: GrpcCsiDriverOptions): GrpcCsiDrive
     return clients
   }
 
-  const unary = <T>(service: 'identity' | 'node', method: string, request: object, o: CsiCallOptions): Promise<T> =>
-    new Promise<T>((resolve, reject) => {
-      let client: grpc.Client
-      try {
-        client = current()[service]
-      } catch (err) {
-        reject(err)
-        return
-      }
-      const fn = (client as unknown as Record<string, Unary>)[method]
-      if (!fn) {
-        reject(new Error(`the CSI proto has no method ${method}`))
-        return
-      }
-      fn.call(client, request, new grpc.Metadata(), { deadline: Date.now() + o.timeoutMs }, (err, response) => {
-        if (err) reject(toCsiError(err))
-        else resolve(response as T)
-      })
-    })
+  return {
+    unary: <T>(service: 'identity' | 'node', method: string, request: object, o: CsiCallOptions): Promise<T> =>
+      new Promise<T>((resolve, reject) => {
+        let client: grpc.Client
+        try {
+          client = current()[service]
+        } catch (err) {
+          reject(err)
+          return
+        }
+        const fn = (client as unknown as Record<string, Unary>)[method]
+        if (!fn) {
+          reject(new Error(`the CSI proto has no method ${method}`))
+          return
+        }
+        fn.call(client, request, new grpc.Metadata(), { deadline: Date.now() + o.timeoutMs }, (err, response) => {
+          if (err) reject(toCsiError(err))
+          else resolve(response as T)
+        })
+      }),
+    close() {
+      // The node client shares the identity client's channel: closing that closes both.
+      clients?.identity.close()
+      clients = undefined
+    },
+  }
+}
+
+/**
+ * Connects lazily: the first call opens the channel; a channel that failed to connect is replaced
+ * by the next call; `close()` releases it, and calls after it fail.
+ */
+export function createGrpcCsiDriver(options: GrpcCsiDriverOptions): GrpcCsiDriver {
+  const address = unixAddress(options.endpoint)
+  const connection = createGrpcConnection(address)
+  const unary = connection.unary
 
   return {
     address,
@@ -149,11 +168,7 @@ export function createGrpcCsiDriver(options: GrpcCsiDriverOptions): GrpcCsiDrive
       )
       return statsOf(res.usage, res.volumeCondition ?? undefined)
     },
-    close() {
-      // The node client shares the identity client's channel: closing that closes both.
-      clients?.identity.close()
-      clients = undefined
-    },
+    close: () => connection.close(),
   }
 }
 

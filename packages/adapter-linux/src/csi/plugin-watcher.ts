@@ -10,7 +10,7 @@ import { join } from 'node:path'
 import * as grpc from '@grpc/grpc-js'
 import type { Logger } from '@kubevol/core'
 import type { CsiDriverRegistry } from '@kubevol/core/plugins'
-import { createGrpcCsiDriver } from './grpc-csi-driver.js'
+import { type GrpcCsiDriver, createGrpcCsiDriver } from './grpc-csi-driver.js'
 import { registrationProto, unixAddress } from './proto.js'
 
 /** The plugin type CSI drivers register with. */
@@ -58,6 +58,37 @@ function supportsV1(versions: readonly string[]): boolean {
   return versions.some((v) => /^v?1(\.|$)/.test(v))
 }
 
+/**
+ * The driver a registration socket announced, once it is a CSI plugin with a name and a 1.x version
+ * and answers NodeGetInfo; throws the reason the registration fails otherwise.
+ */
+async function connectDriver(info: PluginInfo, socket: string, timeoutMs: number): Promise<{ driver: GrpcCsiDriver; endpoint: string }> {
+  if (info.type !== CSI_PLUGIN_TYPE) throw new Error(`plugin type "${info.type}" is not supported`)
+  if (!info.name) throw new Error('plugin name is empty')
+  if (!supportsV1(info.supportedVersions)) throw new Error(`none of the versions [${info.supportedVersions.join(', ')}] is supported (need 1.x)`)
+  const endpoint = info.endpoint || socket
+  const driver = createGrpcCsiDriver({ endpoint })
+  try {
+    await driver.nodeGetInfo({ timeoutMs })
+  } catch (err) {
+    driver.close?.()
+    throw new Error(`NodeGetInfo of driver ${info.name} failed: ${(err as Error).message}`)
+  }
+  return { driver, endpoint }
+}
+
+/** The sockets in `dir` (what cannot be looked at is left out). */
+function socketsIn(dir: string): Set<string> {
+  const present = new Set<string>()
+  for (const name of readdirSync(dir)) {
+    const path = join(dir, name)
+    try {
+      if (statSync(path).isSocket()) present.add(path)
+    } catch {}
+  }
+  return present
+}
+
 /** Creates the directory (`dir`, else `<root>/plugins_registry`), registers the sockets already there, and watches for more. */
 export async function startPluginWatcher(options: PluginWatcherOptions): Promise<PluginWatcher> {
   const dir = options.dir ?? join(options.rootDir, 'plugins_registry')
@@ -75,17 +106,7 @@ export async function startPluginWatcher(options: PluginWatcherOptions): Promise
       const info = await callUnary<PluginInfo>(client, 'getInfo', {}, timeoutMs)
       let error = ''
       try {
-        if (info.type !== CSI_PLUGIN_TYPE) throw new Error(`plugin type "${info.type}" is not supported`)
-        if (!info.name) throw new Error('plugin name is empty')
-        if (!supportsV1(info.supportedVersions)) throw new Error(`none of the versions [${info.supportedVersions.join(', ')}] is supported (need 1.x)`)
-        const endpoint = info.endpoint || socket
-        const driver = createGrpcCsiDriver({ endpoint })
-        try {
-          await driver.nodeGetInfo({ timeoutMs })
-        } catch (err) {
-          driver.close?.()
-          throw new Error(`NodeGetInfo of driver ${info.name} failed: ${(err as Error).message}`)
-        }
+        const { driver, endpoint } = await connectDriver(info, socket, timeoutMs)
         options.registry.register({ name: info.name, driver, endpoint, versions: info.supportedVersions })
         bySocket.set(socket, info.name)
         options.logger?.info('Registered CSI driver', { driver: info.name, endpoint })
@@ -101,13 +122,7 @@ export async function startPluginWatcher(options: PluginWatcherOptions): Promise
 
   async function scan(): Promise<void> {
     if (stopped) return
-    const present = new Set<string>()
-    for (const name of readdirSync(dir)) {
-      const path = join(dir, name)
-      try {
-        if (statSync(path).isSocket()) present.add(path)
-      } catch {}
-    }
+    const present = socketsIn(dir)
     for (const [socket, name] of bySocket) {
       if (present.has(socket)) continue
       bySocket.delete(socket)
