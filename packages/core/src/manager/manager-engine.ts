@@ -1,23 +1,23 @@
 /**
  * The volume manager behind `createVolumeManager` (SPEC §2): it wires the caches, the populator,
  * the reconciler and the operation executor to the parts beside them in this folder (the pass
- * scheduler, the pod waiters, volume stats, orphan housekeeping), turns pod, object and state
- * changes into passes, and answers the node agent's questions. What each part decides is in its own
- * file; this one only says who tells whom.
+ * scheduler, the pod waiters, volume stats, orphan housekeeping, what run() starts), turns pod,
+ * object and state changes into passes, and answers the node agent's questions. What each part decides is in its own
+ * file; this one only says who tells whom. It stays one class a little over 450 lines because its
+ * methods share the parts it wires (the fields below); everything with logic of its own is in the files
+ * beside it.
  */
 import type { Pod } from '../api/kubernetes.js'
 import { type UniquePodName, type UniqueVolumeName, expectedVolumeNames, uniquePodName } from '../api/names.js'
-import { podUIDError } from '../api/validation.js'
 import { ActualStateOfWorld } from '../cache/actual-state.js'
 import { DesiredStateOfWorld } from '../cache/desired-state.js'
 import { type Clock, systemClock, yieldToEventLoop } from '../clock.js'
 import { ConfigError, WaitError, errorMessage } from '../errors.js'
-import { VolumeJournal } from '../journal/journal.js'
 import { type Logger, type Recorder, silentLogger, silentMetrics, silentRecorder } from '../observability.js'
 import type { OperationContext } from '../operations/context.js'
 import { OperationExecutor } from '../operations/operation-executor.js'
 import { PendingOperations } from '../operations/pending-operations.js'
-import { type Paths, createPaths, joinPath } from '../paths.js'
+import { type Paths, createPaths } from '../paths.js'
 import { type PluginManager, createPluginManager } from '../plugins/plugin-manager.js'
 import { isVolumeContentKind, podVolumesRead } from '../populator/object-references.js'
 import { Populator } from '../populator/populator.js'
@@ -29,11 +29,11 @@ import type { AbortSignalLike } from '../signal.js'
 import type { VolumeManager, VolumeManagerEvent, VolumeManagerOptions, VolumeManagerSnapshot } from '../volume-manager.js'
 import { OrphanCleanup } from './orphan-cleanup.js'
 import { PassScheduler } from './pass-scheduler.js'
-import { type MountedVolumeInfo, PodWaiters, type WaitOptions } from './pod-waiters.js'
+import { type MountedVolumeInfo, PodWaiters, type WaitOptions, podNameOf } from './pod-waiters.js'
+import { LOOP_SLEEP_PERIOD_MS, type RunParts, followNodeStatus, openJournal, startLoops, startPeriodicWork } from './start-up.js'
 import { type VolumeStats, VolumeStatsCollector } from './volume-stats.js'
 
-/** The kubelet's reconciler and populator loop period (used with `pollingCompat`). */
-export const LOOP_SLEEP_PERIOD_MS = 100
+export { LOOP_SLEEP_PERIOD_MS } from './start-up.js'
 /** `Attacher.waitForAttach` deadline. */
 export const WAIT_FOR_ATTACH_TIMEOUT_MS = 600_000
 
@@ -141,7 +141,8 @@ export class ManagerEngine implements VolumeManager {
       this.desiredState.setSELinuxEnabled(seLinux)
       this.actualState.setSELinuxEnabled(seLinux)
       // Before the first pass: the journal first, then the disk (SPEC §5.4 and beyond).
-      const journal = await this.#openJournal()
+      const { journal, writable } = await openJournal({ options: this.#o, paths: this.paths, logger: this.#logger })
+      if (writable) this.#ctx.journal = journal
       const { paths, pluginManager: plugins, actualState: asw } = this
       const rebuilt = await reconstructVolumes({ host, paths, plugins, asw, logger: this.#logger, metrics: this.#ctx.metrics, journal })
       this.#reconstructedToReport = rebuilt.reconstructed
@@ -149,9 +150,10 @@ export class ManagerEngine implements VolumeManager {
       // Only now do passes run: a pass before reconstruction would see a half-built actual state.
       this.#scheduler.running = true
       this.#markPassesRunning()
-      if ((this.#o.controllerAttachDetach ?? true) && objects.getNode && rebuilt.reconstructed.length > 0) this.#followNodeStatus(rebuilt.reconstructed)
-      this.#startLoops(unsubscribe)
-      this.#startPeriodicWork()
+      const parts = this.#runParts()
+      if ((this.#o.controllerAttachDetach ?? true) && objects.getNode && rebuilt.reconstructed.length > 0) followNodeStatus(parts, rebuilt.reconstructed)
+      startLoops(parts, unsubscribe)
+      startPeriodicWork(parts)
       await new Promise<void>((resolve) => {
         if (signal.aborted) resolve()
         else signal.addEventListener('abort', () => resolve(), { once: true })
@@ -326,6 +328,27 @@ export class ManagerEngine implements VolumeManager {
     }
   }
 
+  /** What the start-up steps (start-up.ts) use. */
+  #runParts(): RunParts {
+    return {
+      options: this.#o,
+      paths: this.paths,
+      logger: this.#logger,
+      dsw: this.desiredState,
+      asw: this.actualState,
+      populator: this.#populator,
+      reconciler: this.#reconciler,
+      scheduler: this.#scheduler,
+      polling: this.#polling,
+      populate: () => this.#populate(),
+      onPodChange: this.#onPodChange,
+      onObjectChange: this.#onObjectChange,
+      checkExpansion: () => this.#checkExpansion(),
+      cleanupOrphanedPods: () => this.cleanupOrphanedPods(),
+      collectVolumeStats: () => this.collectVolumeStats(),
+    }
+  }
+
   #emit(event: VolumeManagerEvent): void {
     for (const listener of this.#listeners) listener(event)
   }
@@ -439,120 +462,4 @@ export class ManagerEngine implements VolumeManager {
     this.#reconstructedToReport = []
     this.desiredState.markVolumesReportedInUse([...reported])
   }
-
-  // ---- what run() starts ----
-
-  /** The journal of intents: read only, or opened for writing when the host can append. */
-  async #openJournal(): Promise<VolumeJournal | undefined> {
-    const { host } = this.#o
-    const journalPath = joinPath(this.paths.root, 'journal', 'volumes.log')
-    if (this.#o.journal === 'read-only') return VolumeJournal.read({ host, path: journalPath, logger: this.#logger })
-    if (!(this.#o.journal ?? true) || !host.appendFile) return undefined
-    const journal = await VolumeJournal.open({ host, path: journalPath, logger: this.#logger })
-    this.#ctx.journal = journal
-    return journal
-  }
-
-  /**
-   * Controller mode after a restart: unmounting waits until the reconstructed volumes know their
-   * device paths (and attachability) from node status, read until it answers.
-   */
-  #followNodeStatus(reconstructed: readonly UniqueVolumeName[]): void {
-    const getNode = this.#o.objects.getNode
-    if (!getNode) return
-    this.#reconciler.addVolumesNeedingNodeStatus(reconstructed)
-    const refresh = (): void => {
-      void getNode(this.#o.nodeName).then(
-        (node) => {
-          const attached = new Map((node.status?.volumesAttached ?? []).map((v) => [v.name, v.devicePath]))
-          for (const name of reconstructed) {
-            const devicePath = attached.get(name)
-            if (devicePath !== undefined) this.actualState.updateReconstructedDevicePath(name, devicePath)
-            this.actualState.updateReconstructedVolumeAttachability(name, devicePath !== undefined)
-          }
-          this.#reconciler.clearVolumesNeedingNodeStatus()
-          this.#scheduler.scheduleReconcile()
-        },
-        (err: unknown) => {
-          this.#logger.warn('Could not read node status for reconstructed volumes; retrying', { err: errorMessage(err) })
-          if (this.#scheduler.running) this.#scheduler.setTimer(1_000, refresh)
-        },
-      )
-    }
-    refresh()
-  }
-
-  /**
-   * The populator and reconciler loops: the kubelet's 100 ms ticks with pollingCompat; otherwise
-   * passes on pod and object changes, and a resync every `resyncPeriodMs` for what no event announced.
-   */
-  #startLoops(unsubscribe: (() => void)[]): void {
-    const { podSource, objects } = this.#o
-    const scheduler = this.#scheduler
-    const reconciler = this.#reconciler
-    if (this.#polling) {
-      const populateTick = (): void => {
-        // The kubelet's loop: every pod, every time.
-        this.#populator.podChanged()
-        void this.#populate().then(() => scheduler.running && scheduler.setTimer(LOOP_SLEEP_PERIOD_MS, populateTick))
-      }
-      const reconcileTick = (): void => {
-        reconciler.markAllDirty()
-        reconciler.reconcileOnce()
-        scheduler.setTimer(LOOP_SLEEP_PERIOD_MS, reconcileTick)
-      }
-      populateTick()
-      reconcileTick()
-      return
-    }
-    unsubscribe.push(podSource.subscribe(this.#onPodChange))
-    // A changed ConfigMap, Secret, ... refreshes the volumes built from objects (the kubelet does
-    // this on each pod sync); a changed claim may unblock a pod waiting for it.
-    if (objects.subscribe) unsubscribe.push(objects.subscribe(this.#onObjectChange))
-    reconciler.markAllDirty()
-    scheduler.scheduleReconcile()
-    scheduler.schedulePopulate()
-    scheduler.every(this.#o.resyncPeriodMs ?? 10_000, () => {
-      reconciler.queueResync()
-      scheduler.scheduleReconcile()
-      this.#populator.podChanged()
-      scheduler.schedulePopulate()
-    })
-  }
-
-  /** The periods beside the loops; each 0 turns its work off. */
-  #startPeriodicWork(): void {
-    const o = this.#o
-    const scheduler = this.#scheduler
-    // The kubelet's pod sync period: what no event announces (a token at 80% of its lifetime,
-    // every object read through a reader that finds changes only by reading) is refreshed at
-    // least this often. With a reader that announces changes, volumes built only from objects
-    // and the pod are left to those events: steady-state work follows changes, not node size.
-    const eventsSuffice = !this.#polling && o.objects.announcesChanges === true && o.objects.subscribe !== undefined
-    scheduler.every(o.remountPeriodMs ?? 60_000, () => {
-      for (const pod of this.desiredState.podsRequiringRemount({ timedOnly: eventsSuffice })) this.#populator.reprocessPod(pod)
-      scheduler.schedulePopulate()
-    })
-    scheduler.every(o.expansionCheckPeriodMs ?? 60_000, () => this.#checkExpansion())
-    scheduler.every(o.housekeepingPeriodMs ?? 10_000, () => {
-      if (this.#populator.hasAddedPods() && this.#reconciler.statesHaveBeenSynced()) void this.cleanupOrphanedPods().catch(() => undefined)
-    })
-    scheduler.every(o.statsPeriodMs ?? 60_000, () => {
-      void this.collectVolumeStats().catch((err: unknown) => this.#logger.warn('Collecting volume stats failed', { err: errorMessage(err) }))
-    })
-  }
-}
-
-/**
- * The unique name of a pod given as a Pod or a string. A unique pod name is the pod's UID, so a
- * string that cannot be one (`namespace/name` is the usual mistake) is refused rather than matching
- * nothing.
- */
-function podNameOf(method: string, pod: Pod | UniquePodName): UniquePodName {
-  if (typeof pod !== 'string') return uniquePodName(pod)
-  const reason = podUIDError(pod)
-  if (reason) {
-    throw new ConfigError(`${method}: ${JSON.stringify(pod)} is not a pod's unique name, ${reason}; a pod's unique name is its UID (metadata.uid): pass the Pod or its UID`)
-  }
-  return pod
 }

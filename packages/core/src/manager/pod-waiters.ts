@@ -8,11 +8,12 @@
  * pay pods × changes. With `polling`, waiters poll every 300 ms as the kubelet does instead.
  */
 import type { Pod } from '../api/kubernetes.js'
-import { type UniquePodName, type UniqueVolumeName, expectedVolumeNames } from '../api/names.js'
+import { type UniquePodName, type UniqueVolumeName, expectedVolumeNames, uniquePodName } from '../api/names.js'
+import { podUIDError } from '../api/validation.js'
 import type { ActualStateOfWorld } from '../cache/actual-state.js'
 import type { DesiredStateOfWorld } from '../cache/desired-state.js'
 import type { Clock, Timer } from '../clock.js'
-import { VolumeAttachLimitExceededError, WaitError } from '../errors.js'
+import { ConfigError, VolumeAttachLimitExceededError, WaitError } from '../errors.js'
 import { type PluginManager, attachResourceExhausted } from '../plugins/plugin-manager.js'
 import type { AbortSignalLike } from '../signal.js'
 
@@ -274,6 +275,20 @@ export class PodWaiters {
       }
     })
   }
+}
+
+/**
+ * The unique name of a pod given as a Pod or a string. A unique pod name is the pod's UID, so a
+ * string that cannot be one (`namespace/name` is the usual mistake) is refused rather than matching
+ * nothing.
+ */
+export function podNameOf(method: string, pod: Pod | UniquePodName): UniquePodName {
+  if (typeof pod !== 'string') return uniquePodName(pod)
+  const reason = podUIDError(pod)
+  if (reason) {
+    throw new ConfigError(`${method}: ${JSON.stringify(pod)} is not a pod's unique name, ${reason}; a pod's unique name is its UID (metadata.uid): pass the Pod or its UID`)
+  }
+  return pod
 }
 
 /** A list printed as Go prints a slice: `[a b]`. */
