@@ -12,6 +12,7 @@ import { CliError, CommandFailed, EXIT, UsageError } from '../errors.js'
 import { createPreparedMemoryHost } from '../mock-setup.js'
 import { type Io, type OutputFormat, type TableOptions, renderData, renderTable, tableOptions } from '../output.js'
 import type { ParsedCommand } from '../parse.js'
+import { waitForSignal } from '../signals.js'
 
 /** What tests and embedders can give `run` instead of what flags name. */
 export interface RunDependencies {
@@ -133,18 +134,6 @@ export async function runCommand(p: ParsedCommand, io: Io, deps: RunDependencies
     // Mounts stay in place: stop() only stops the loops and the endpoints.
     await agent.stop()
   }
-}
-
-function waitForSignal(): Promise<void> {
-  return new Promise((resolve) => {
-    const done = (): void => {
-      process.off('SIGINT', done)
-      process.off('SIGTERM', done)
-      resolve()
-    }
-    process.once('SIGINT', done)
-    process.once('SIGTERM', done)
-  })
 }
 
 interface PodVolumeView {

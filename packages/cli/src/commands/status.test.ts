@@ -1,7 +1,7 @@
 import { createMemoryHost } from '@kubevol/adapter-mock'
 import { type Agent, startAgent } from '@kubevol/agent'
 import { parse } from 'yaml'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { cli, manifestDir } from '../../test/helpers.js'
 import { ERROR_WIDTH } from '../output.js'
 
@@ -50,12 +50,15 @@ describe('kubevol status', () => {
   })
 
   it('adds uid and unique name columns with -o wide, and the error whole', async () => {
-    const r = await cli(['status', '--server', server, '-o', 'wide'])
-    expect(r.stdout).toMatch(/^POD\s+VOLUME\s+TYPE\s+PHASE\s+UID\s+UNIQUE NAME\s+ERROR$/m)
-    const state = JSON.parse((await cli(['status', '--server', server, '-o', 'json'])).stdout) as { backoffs: { error: string }[] }
-    const error = state.backoffs[0]?.error ?? ''
-    expect(error.length).toBeGreaterThan(ERROR_WIDTH)
-    expect(r.stdout).toContain(error)
+    // Two calls to a live agent: a retry between them may change the error, so both are read again until they agree.
+    await vi.waitFor(async () => {
+      const r = await cli(['status', '--server', server, '-o', 'wide'])
+      expect(r.stdout).toMatch(/^POD\s+VOLUME\s+TYPE\s+PHASE\s+UID\s+UNIQUE NAME\s+ERROR$/m)
+      const state = JSON.parse((await cli(['status', '--server', server, '-o', 'json'])).stdout) as { backoffs: { error: string }[] }
+      const error = state.backoffs[0]?.error ?? ''
+      expect(error.length).toBeGreaterThan(ERROR_WIDTH)
+      expect(r.stdout).toContain(error)
+    }, 10_000)
   })
 
   it('cuts the error column of the table to a sane width, and shows retries and types as run does', async () => {

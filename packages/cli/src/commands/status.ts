@@ -8,6 +8,7 @@ import { ageOf, eventAge, untilOf } from '../age.js'
 import { CliError, CommandFailed, EXIT } from '../errors.js'
 import { type Io, type OutputFormat, type TableOptions, renderData, renderTable, tableOptions, truncate } from '../output.js'
 import type { ParsedCommand } from '../parse.js'
+import { waitForSignal } from '../signals.js'
 
 /** What tests can give `status --watch`. */
 export interface StatusDependencies {
@@ -105,18 +106,6 @@ function renderStatus(state: StateView, format: 'table' | 'wide', table: TableOp
     )
   }
   return out
-}
-
-function waitForSignal(): Promise<void> {
-  return new Promise((resolve) => {
-    const done = (): void => {
-      process.off('SIGINT', done)
-      process.off('SIGTERM', done)
-      resolve()
-    }
-    process.once('SIGINT', done)
-    process.once('SIGTERM', done)
-  })
 }
 
 /** `kubevol status`; with `--watch`, again on every change until interrupted. */
