@@ -18,7 +18,6 @@ export const MS_NODIRATIME = 2048
 export const MS_BIND = 4096
 export const MS_REC = 16384
 export const MS_SILENT = 32768
-export const MS_UNBINDABLE = 1 << 17
 export const MS_PRIVATE = 1 << 18
 export const MS_SLAVE = 1 << 19
 export const MS_SHARED = 1 << 20
@@ -27,7 +26,6 @@ export const MS_STRICTATIME = 1 << 24
 export const MS_LAZYTIME = 1 << 25
 
 // umount2(2) flags
-export const MNT_FORCE = 1
 export const MNT_DETACH = 2
 export const UMOUNT_NOFOLLOW = 8
 
@@ -42,15 +40,12 @@ export const ST_RELATIME = 4096
 
 // open(2) flags
 export const O_RDONLY = 0
-export const O_WRONLY = 1
 export const O_RDWR = 2
 export const O_EXCL = 0o200
-export const O_NONBLOCK = 0o4000
 export const O_DIRECTORY = 0o200000
 export const O_NOFOLLOW = 0o400000
 export const O_CLOEXEC = 0o2000000
 export const O_PATH = 0o10000000
-export const AT_FDCWD = -100
 export const AT_SYMLINK_NOFOLLOW = 0x100
 export const AT_EMPTY_PATH = 0x1000
 /** statx: answer from cached attributes, never revalidate with a (network) filesystem. */
@@ -87,5 +82,3 @@ export const LOOP_MAJOR = 7
 // block devices (linux/fs.h): _IOR(0x12, 114, size_t)
 export const BLKGETSIZE64 = 0x80081272
 
-// unshare(2)
-export const CLONE_NEWNS = 0x00020000

@@ -73,7 +73,7 @@ const EXTRA_MESSAGES: Readonly<Record<string, string>> = {
 }
 
 /** The text of a positive errno (`2` → `no such file or directory`). */
-export function errnoMessage(errno: number): string {
+function errnoMessage(errno: number): string {
   return errorMap.get(-errno)?.[1] ?? EXTRA_MESSAGES[errnoName(errno)] ?? `errno ${errno}`
 }
 

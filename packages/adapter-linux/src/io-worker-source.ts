@@ -61,7 +61,7 @@ export const TAKEN_BACK = 2
 /** Answered; the answer is also serialized in the worker's arena, at the call's span. */
 export const KEPT = 3
 /** Answered; the answer was too large for the arena and went out in a message at once. */
-export const POSTED = 4
+const POSTED = 4
 
 /** Span lengths below 0: an answer kept without the serializer (see {@link readPlainAnswer}). */
 const PLAIN_UNDEFINED = -1

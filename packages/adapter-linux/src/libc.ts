@@ -160,7 +160,7 @@ type KoffiFunction = ReturnType<Koffi.LibraryHandle['func']>
 let loaded: Libc | undefined
 
 /** The koffi module, required on first use. */
-export function loadKoffi(): KoffiModule {
+function loadKoffi(): KoffiModule {
   return createRequire(import.meta.url)('koffi') as KoffiModule
 }
 

@@ -53,13 +53,8 @@ export function splitMountOptions(options: string): string[] {
   return result
 }
 
-/** Propagation from the optional fields: shared wins over slave (a mount may be both). */
-export function propagationOf(optionalFields: readonly string[]): MountEntry['propagation'] {
-  return propagationOfText(optionalFields.join(' '))
-}
-
-// The same from the fields as the kernel wrote them, space separated (no array, no new string on
-// the parse path).
+// Propagation from the optional fields as the kernel wrote them, space separated (no array, no new
+// string on the parse path): shared wins over slave (a mount may be both).
 function propagationOfText(text: string): MountEntry['propagation'] {
   if (text === '') return 'private'
   if (hasField(text, 'shared:', true)) return 'shared'

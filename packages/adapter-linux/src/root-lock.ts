@@ -18,7 +18,7 @@ const LOCK_UN = 8
 const EWOULDBLOCK = 11
 
 /** The lock file under `rootDir`. */
-export function rootLockPath(rootDir: string): string {
+function rootLockPath(rootDir: string): string {
   return joinPath(rootDir, 'kubevol.lock')
 }
 

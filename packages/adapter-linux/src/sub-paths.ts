@@ -68,7 +68,7 @@ const isMissing = (err: unknown): boolean => err instanceof HostError && err.cod
  * fails the call instead of being followed. New directories get the permission bits (and setgid)
  * of the volume's root. Nothing to do when the whole path exists.
  */
-export async function makeSubPathDirs(sys: Sys, volumePath: string, subPath: string): Promise<void> {
+async function makeSubPathDirs(sys: Sys, volumePath: string, subPath: string): Promise<void> {
   const components = subPath.split('/').filter((s) => s !== '' && s !== '.')
   if (components.includes('..')) throw new HostError('EACCES', 'mkdirat', joinPath(volumePath, subPath), 'path traversal (..) in subpath')
   const base = await sys.fs('realpath', volumePath, () => realpath(volumePath))

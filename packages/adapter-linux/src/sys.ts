@@ -8,7 +8,7 @@ import type { CallContext, CallRunner } from './call-runner.js'
 import { errnoError, toHostError } from './errno.js'
 import type { Libc, SysResult } from './libc.js'
 
-export interface SysCallOptions {
+interface SysCallOptions {
   /** The filesystem the call may block on (for quarantine). @default the mount holding `path` */
   readonly key?: string
   /** Prefix of the error detail (`mount -t tmpfs tmpfs`). */

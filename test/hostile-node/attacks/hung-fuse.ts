@@ -13,7 +13,7 @@ import { until } from '../harness/processes.js'
 import type { Attack } from './common.js'
 
 /** How long the plain pod may take while another pod's calls hang. */
-export const FEW_SECONDS = 5_000
+const FEW_SECONDS = 5_000
 
 /** Starts the agent (unless it runs), freezes a FUSE daemon under the `hung` pod and waits until its calls hang. */
 export async function hangAPod(n: HostileNode): Promise<Fuse> {

@@ -18,7 +18,7 @@ export interface Entry {
 
 export type Snapshot = Map<string, Entry>
 
-export const sha256 = (data: Buffer | string): string => createHash('sha256').update(data).digest('hex')
+const sha256 = (data: Buffer | string): string => createHash('sha256').update(data).digest('hex')
 
 /** One file, symlink or directory as an {@link Entry} (undefined when it is gone). */
 export function entryOf(path: string): Entry | undefined {

@@ -14,7 +14,7 @@ import { type Entry, type Snapshot, entryOf, mountTable, snapshot } from './audi
 import { type AgentProcess, runCli, startAgentProcess, until } from './processes.js'
 
 /** What `/v1/pods/<uid>` answers, as far as the attacks read it. */
-export interface PodView {
+interface PodView {
   readonly uid: string
   readonly podErrors?: string[]
   readonly worker?: { phase: string; lastError?: string }
@@ -22,7 +22,7 @@ export interface PodView {
 }
 
 /** What `/v1/state` answers, as far as the attacks read it. */
-export interface StateView {
+interface StateView {
   readonly podErrors: Record<string, string[]>
   readonly desired: { volumeName: string; podUID: string }[]
   readonly actual: { mounted: { volumeName: string; podUID: string; mountState: string }[] }

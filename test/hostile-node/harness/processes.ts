@@ -13,8 +13,8 @@ import { fileURLToPath } from 'node:url'
  * e.g. an older commit, to see which attacks its code fails).
  */
 const CHECKOUT = process.env.KUBEVOL_HOSTILE_BUILD || fileURLToPath(new URL('../../..', import.meta.url))
-export const AGENT_MAIN = join(CHECKOUT, 'packages/agent/dist/main.js')
-export const CLI_MAIN = join(CHECKOUT, 'packages/cli/dist/main.js')
+const AGENT_MAIN = join(CHECKOUT, 'packages/agent/dist/main.js')
+const CLI_MAIN = join(CHECKOUT, 'packages/cli/dist/main.js')
 const LINUX_DIST = join(CHECKOUT, 'packages/adapter-linux/dist/index.js')
 
 /** Why the built programs cannot run, or undefined when they can. */

@@ -11,7 +11,7 @@ import type { Tally } from './teardown.js'
 export const RESULTS_FILE = fileURLToPath(new URL('../results.json', import.meta.url))
 
 /** One attack (one `it`) and what the run found. */
-export interface AttackResult {
+interface AttackResult {
   /** `<attack class>#<n>`: the class is the file in attacks/, n counts its attacks from 1. */
   readonly id: string
   readonly title: string
@@ -21,7 +21,7 @@ export interface AttackResult {
   readonly audit: readonly string[]
 }
 
-export interface HostileNodeResults {
+interface HostileNodeResults {
   readonly suite: 'hostile-node'
   readonly date: string
   readonly machine: { readonly node: string; readonly kernel: string; readonly arch: string }

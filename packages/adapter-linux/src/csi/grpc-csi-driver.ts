@@ -33,7 +33,7 @@ export interface GrpcCsiDriver extends CsiDriver {
 type Unary = (request: object, metadata: grpc.Metadata, options: grpc.CallOptions, callback: (err: grpc.ServiceError | null, response?: unknown) => void) => void
 
 /** core's CsiError from a gRPC failure; other errors pass through. */
-export function toCsiError(err: unknown): unknown {
+function toCsiError(err: unknown): unknown {
   const e = err as Partial<grpc.ServiceError>
   if (typeof e?.code === 'number') return new CsiError(e.code, e.details ?? e.message ?? '', { cause: err })
   return err

@@ -13,7 +13,7 @@ import { type Logger, errorMessage } from '@kubevol/core'
 /** A client must have sent its request headers within this long of connecting (then `408`). */
 export const HEADERS_TIMEOUT_MS = 10_000
 /** A client must have sent its whole request within this long. */
-export const REQUEST_TIMEOUT_MS = 30_000
+const REQUEST_TIMEOUT_MS = 30_000
 const CONNECTION_SWEEP_MS = 1_000
 
 /** One health check's outcome. */
@@ -25,7 +25,7 @@ export interface HealthCheck {
 }
 
 /** What the endpoints answer with. */
-export interface StatusRoutes {
+interface StatusRoutes {
   livez(): readonly HealthCheck[]
   readyz(): Promise<readonly HealthCheck[]>
   metrics(): Promise<{ readonly contentType: string; readonly body: string }>

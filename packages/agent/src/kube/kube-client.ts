@@ -62,7 +62,7 @@ export function statusCodeOf(err: unknown): number | undefined {
  * The API's `Status` of a failed call, if it sent one. client-node 1.x keeps the response body as
  * text (JSON), so it is parsed here; a watch's error may carry the object itself.
  */
-export function apiStatusOf(err: unknown): { readonly code?: number; readonly reason?: string; readonly message: string } | undefined {
+function apiStatusOf(err: unknown): { readonly code?: number; readonly reason?: string; readonly message: string } | undefined {
   let body: unknown = err instanceof ApiException ? err.body : undefined
   if (typeof body === 'string') {
     try {

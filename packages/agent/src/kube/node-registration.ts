@@ -17,7 +17,7 @@ import type { Logger } from '@kubevol/core'
 import { type KubeClients, MERGE_PATCH, apiErrorMessage, statusCodeOf } from './kube-client.js'
 
 /** The annotation that hands a node's attach and detach to the attach/detach controller. */
-export const CONTROLLER_MANAGED_ATTACH_DETACH = 'volumes.kubernetes.io/controller-managed-attach-detach'
+const CONTROLLER_MANAGED_ATTACH_DETACH = 'volumes.kubernetes.io/controller-managed-attach-detach'
 
 /** Node.js's `process.arch` as Go's `GOARCH`, which `kubernetes.io/arch` carries. */
 const GO_ARCH: Readonly<Record<string, string>> = { x64: 'amd64', ia32: '386', arm64: 'arm64', arm: 'arm', ppc64: 'ppc64le', s390x: 's390x', riscv64: 'riscv64', loong64: 'loong64', mips: 'mips', mipsel: 'mipsle' }
@@ -25,9 +25,9 @@ const GO_ARCH: Readonly<Record<string, string>> = { x64: 'amd64', ia32: '386', a
 const GO_OS: Readonly<Record<string, string>> = { win32: 'windows' }
 
 export const goArch = (arch: string = processArch): string => GO_ARCH[arch] ?? arch
-export const goOs = (platform: string = processPlatform): string => GO_OS[platform] ?? platform
+const goOs = (platform: string = processPlatform): string => GO_OS[platform] ?? platform
 
-export interface NodeRegistrationOptions {
+interface NodeRegistrationOptions {
   readonly clients: KubeClients
   readonly nodeName: string
   /** Create the Node when it is missing. */
@@ -43,7 +43,7 @@ export interface NodeRegistrationOptions {
   readonly logger: Logger
 }
 
-export type NodeRegistrationState = 'pending' | 'ready' | 'missing' | 'failed'
+type NodeRegistrationState = 'pending' | 'ready' | 'missing' | 'failed'
 
 export interface NodeRegistration {
   /** Starts checking (in the background) until the Node exists as it should. */
@@ -59,11 +59,15 @@ export interface NodeRegistration {
 }
 
 /** The labels of a Node kubevol registers, as the kubelet's `initialNode` sets them. */
-export function initialNodeLabels(nodeName: string, extra: Readonly<Record<string, string>>): Record<string, string> {
+function initialNodeLabels(nodeName: string, extra: Readonly<Record<string, string>>): Record<string, string> {
   return { ...extra, 'kubernetes.io/hostname': nodeName, 'kubernetes.io/os': goOs(), 'kubernetes.io/arch': goArch() }
 }
 
-/** Creates the registration; `start()` runs it. */
+/**
+ * Creates the registration; `start()` runs it. Used through the API-mode module (`api-mode.ts`),
+ * which agent.ts imports dynamically.
+ * @public
+ */
 export function createNodeRegistration(options: NodeRegistrationOptions): NodeRegistration {
   return new NodeRegistrar(options)
 }

@@ -19,7 +19,7 @@ import {
 } from '@kubevol/core'
 
 /** Where a pod's volumes are. */
-export type PodPhase = 'waiting' | 'mounted' | 'failed' | 'unmounting' | 'unmounted'
+type PodPhase = 'waiting' | 'mounted' | 'failed' | 'unmounting' | 'unmounted'
 
 /** One pod's worker, as status pages show it. */
 export interface PodWorkerStatus {

@@ -11,7 +11,7 @@ import { type ManifestSource, createManifestSource } from '../sources/manifest-s
 import { type Service, defineService } from './service.js'
 
 /** The API-mode module, loaded dynamically (`./kube/api-mode.ts`). */
-export type ApiMode = typeof import('../kube/api-mode.js')
+type ApiMode = typeof import('../kube/api-mode.js')
 
 /** What API mode adds: the client module, the clients and the Node registration. */
 export interface ApiWiring {

@@ -8,7 +8,7 @@
 import type { Pod, PodSource } from '@kubevol/core'
 
 /** A pod whose containers must stop: marked for deletion, or in a terminal phase. */
-export function isPodTerminating(pod: Pod): boolean {
+function isPodTerminating(pod: Pod): boolean {
   const phase = pod.status?.phase
   return pod.metadata.deletionTimestamp !== undefined && pod.metadata.deletionTimestamp !== null
     ? true

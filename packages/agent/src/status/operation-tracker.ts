@@ -6,7 +6,7 @@
 import type { Clock, OperationRecord, UniqueVolumeName, VolumeManager } from '@kubevol/core'
 
 /** Consecutive failures of the operations on one (volume, pod) key. */
-export interface OperationHistory {
+interface OperationHistory {
   readonly lastOperation: string
   readonly attempts: number
   readonly lastError?: string

@@ -37,10 +37,10 @@ const iso = (ms: number): string => new Date(ms).toISOString()
  * type (`nfs`, `iscsi`, ...) is refused with "no volume plugin matched", as a kubelet without the
  * plugin refuses it.
  */
-export const SUPPORTED_VOLUME_TYPES: readonly string[] = ['configMap', 'csi', 'downwardAPI', 'emptyDir', 'ephemeral', 'hostPath', 'persistentVolumeClaim', 'projected', 'secret']
+const SUPPORTED_VOLUME_TYPES: readonly string[] = ['configMap', 'csi', 'downwardAPI', 'emptyDir', 'ephemeral', 'hostPath', 'persistentVolumeClaim', 'projected', 'secret']
 
 /** The source key of a pod volume: `emptyDir`, `nfs`, ... (undefined when it has none). */
-export function volumeSourceOf(volume: Volume | undefined): string | undefined {
+function volumeSourceOf(volume: Volume | undefined): string | undefined {
   return volume ? Object.keys(volume).find((k) => k !== 'name') : undefined
 }
 
@@ -49,14 +49,14 @@ export function volumeSourceOf(volume: Volume | undefined): string | undefined {
  * (`kubernetes.io/empty-dir` → `empty-dir`), `(Memory)` for a Memory emptyDir, and without a plugin
  * the pod volume's source key (`nfs`).
  */
-export function volumeTypeOf(pluginName: string | undefined, volume: Volume | undefined): string {
+function volumeTypeOf(pluginName: string | undefined, volume: Volume | undefined): string {
   const base = pluginName ? pluginName.slice(pluginName.lastIndexOf('/') + 1) : (volumeSourceOf(volume) ?? 'unknown')
   const medium = (volume as { emptyDir?: { medium?: string } } | undefined)?.emptyDir?.medium
   return medium ? `${base} (${medium})` : base
 }
 
 /** The kubelet mounts only the volumes a container mounts (volumeMounts) or maps (volumeDevices). */
-export function isVolumeUsed(pod: Pod | undefined, name: string): boolean {
+function isVolumeUsed(pod: Pod | undefined, name: string): boolean {
   const containers = [...(pod?.spec?.initContainers ?? []), ...(pod?.spec?.containers ?? [])] as { volumeMounts?: { name: string }[]; volumeDevices?: { name: string }[] }[]
   return containers.some((c) => c.volumeMounts?.some((m) => m.name === name) || c.volumeDevices?.some((d) => d.name === name))
 }

@@ -18,7 +18,7 @@ export interface StuckOperation {
 }
 
 /** The running operations that started at least `thresholdMs` before `now`, longest first. */
-export function stuckOperations(running: readonly OperationRecord[], now: number, thresholdMs: number): StuckOperation[] {
+function stuckOperations(running: readonly OperationRecord[], now: number, thresholdMs: number): StuckOperation[] {
   return running
     .filter((op) => now - op.startedAt >= thresholdMs)
     .map((op) => ({ operation: op.name, volumeName: op.volumeName, podUID: op.podName, pluginName: op.pluginName, startedAt: op.startedAt, runningMs: now - op.startedAt }))

@@ -25,7 +25,7 @@ import { expandVolumeDuringMount } from './node-expander.js'
 import { assertTearDownChain } from './pod-dir-chain.js'
 
 /** Links the device into the pod and takes the global reference (kubelet `util.MapBlockVolume`). */
-export async function mapBlockVolume(
+async function mapBlockVolume(
   host: Host,
   devicePath: string,
   globalMapPath: string,
@@ -48,7 +48,7 @@ export async function mapBlockVolume(
 }
 
 /** Removes the pod's link and its global reference. Idempotent. */
-export async function unmapBlockVolume(
+async function unmapBlockVolume(
   host: Host,
   globalMapPath: string,
   podDeviceMapDir: string,

@@ -317,7 +317,7 @@ async function withHolders(ctx: OperationContext, err: unknown, path: string): P
  * {@link cleanVolumeSubPaths}. Nothing is removed while it is still a mount point, and nothing
  * below a mount point is looked at.
  */
-export async function cleanSubPaths(ctx: OperationContext, path: string): Promise<void> {
+async function cleanSubPaths(ctx: OperationContext, path: string): Promise<void> {
   await cleanVolumeSubPaths(ctx.host, path, { unmount: true })
 }
 

@@ -16,9 +16,9 @@ import type { NodeExpandCapability, NodeResizeOptions } from '../plugins/plugin.
 import { type OperationContext, detailedMessage, emitEvent, simpleMessage, subjectOf } from './context.js'
 
 /** `allocatedResourceStatuses['storage']` values (core/v1 `ClaimResourceStatus`). */
-export const NODE_RESIZE_PENDING = 'NodeResizePending'
-export const NODE_RESIZE_IN_PROGRESS = 'NodeResizeInProgress'
-export const NODE_RESIZE_INFEASIBLE = 'NodeResizeInfeasible'
+const NODE_RESIZE_PENDING = 'NodeResizePending'
+const NODE_RESIZE_IN_PROGRESS = 'NodeResizeInProgress'
+const NODE_RESIZE_INFEASIBLE = 'NodeResizeInfeasible'
 /** The claim conditions a finished resize clears (kubelet `MergeResizeConditionOnPVC`). */
 const RESIZE_CONDITIONS = new Set(['Resizing', 'FileSystemResizePending', 'ControllerResizeError', 'NodeResizeError'])
 

@@ -17,7 +17,7 @@ export interface SubPathMount {
 }
 
 /** Null when `subPath` is acceptable, else the reason (kubelet `ValidateSubPath` texts). */
-export function validateSubPath(subPath: string): string | null {
+function validateSubPath(subPath: string): string | null {
   if (subPath.startsWith('/')) return `subPath "${subPath}" must be a relative path`
   if (subPath.split('/').includes('..')) return `subPath "${subPath}" must not contain '..'`
   // biome-ignore lint/suspicious/noControlCharactersInRegex: rejecting control characters is the point
@@ -50,7 +50,7 @@ function fieldValue(pod: Pod, path: string): string | undefined {
 }
 
 /** The container's environment as far as it is known without the runtime: values and fieldRefs. */
-export function containerEnv(pod: Pod, container: Container): Map<string, string> {
+function containerEnv(pod: Pod, container: Container): Map<string, string> {
   const env = new Map<string, string>()
   for (const e of container.env ?? []) {
     if (e.value !== undefined) env.set(e.name, expand(e.value, env))
@@ -64,7 +64,7 @@ export function containerEnv(pod: Pod, container: Container): Map<string, string
 }
 
 /** `$(VAR)` expansion as Kubernetes does it: `$$` escapes, unknown variables stay as written. */
-export function expand(input: string, env: ReadonlyMap<string, string>): string {
+function expand(input: string, env: ReadonlyMap<string, string>): string {
   return input.replace(/\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)/g, (all, name: string | undefined) => {
     if (all === '$$') return '$'
     return name !== undefined && env.has(name) ? (env.get(name) as string) : all

@@ -22,7 +22,7 @@ import { setVolumeOwnership } from './util/fs-group.js'
 /** The symlink that points at the current version. */
 export const DATA_DIR_NAME = '..data'
 /** The symlink made before the swap; one left behind means a write was interrupted. */
-export const NEW_DATA_DIR_NAME = '..data_tmp'
+const NEW_DATA_DIR_NAME = '..data_tmp'
 
 const TIMESTAMP_DIR = /^\.\.\d{4}(_\d{2}){5}\.\d+$/
 

@@ -25,7 +25,7 @@ function sourceOf(spec: VolumeSpec): { path: string; type?: string } | undefined
 }
 
 /** Null when the path is acceptable, else the kubelet's reason. */
-export function validateHostPath(path: string): string | null {
+function validateHostPath(path: string): string | null {
   if (!path.startsWith('/')) return `invalid HostPath \`${path}\`: must be an absolute path`
   if (path.split('/').includes('..')) return `invalid HostPath \`${path}\`: must not contain '..'`
   return null

@@ -32,9 +32,9 @@ export interface CleanFile {
 /** The kubelet's default file mode of configMap, secret, downwardAPI and projected volumes. */
 export const DEFAULT_FILE_MODE = 0o644
 /** Longest payload path, in bytes (kubelet `maxPathLength`). */
-export const MAX_PATH_BYTES = 4096
+const MAX_PATH_BYTES = 4096
 /** Longest path element, in bytes (kubelet `maxFileNameLength`). */
-export const MAX_NAME_BYTES = 255
+const MAX_NAME_BYTES = 255
 
 const BASE64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/'
 const BASE64_VALUE = new Map([...BASE64].map((c, i) => [c, i]))

@@ -9,7 +9,7 @@ import { type Logger, silentLogger } from '../observability.js'
 import type { ServiceAccountToken, TokenRequest, TokenSource } from './token-source.js'
 
 /** The share of a token's lifetime after which it is rotated. */
-export const TOKEN_ROTATION_FRACTION = 0.8
+const TOKEN_ROTATION_FRACTION = 0.8
 /** A token is rotated after this long at the latest, however long it would live (kubelet `maxTTL`). */
 export const MAX_TOKEN_TTL_MS = 24 * 60 * 60 * 1000
 /** `expirationSeconds` when a projection does not say. */

@@ -41,8 +41,6 @@ export const conflict = (resource: string, name: string, detail = 'the object ha
 
 export const badRequest = (message: string): StatusError => new StatusError(statusBody(400, 'BadRequest', message))
 
-export const expired = (message: string): StatusError => new StatusError(statusBody(410, 'Expired', message))
-
 export const unsupportedMediaType = (contentType: string): StatusError =>
   new StatusError(
     statusBody(

@@ -12,7 +12,7 @@ import { type CsiRuntime, driverObject } from './runtime.js'
 import { attachmentName, csiSourceOf } from './requests.js'
 
 /** gRPC `codes.ResourceExhausted`. */
-export const GRPC_RESOURCE_EXHAUSTED = 8
+const GRPC_RESOURCE_EXHAUSTED = 8
 
 export async function verifyExhaustedResource(rt: CsiRuntime, spec: VolumeSpec): Promise<boolean> {
   const source = spec.persistentVolume ? csiSourceOf(spec) : undefined

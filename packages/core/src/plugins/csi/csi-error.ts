@@ -84,7 +84,7 @@ export function classifyCsiError(_what: string, err: unknown): Error {
 }
 
 /** The kubelet's `log()` of pkg/volume/csi: every message it words starts with the plugin's name. */
-export function csiLog(message: string): string {
+function csiLog(message: string): string {
   return `kubernetes.io/csi: ${message}`
 }
 

@@ -10,4 +10,3 @@ export { type CsiDriverRegistry, type RegisteredCsiDriver, createCsiDriverRegist
 export { attachmentName, ephemeralVolumeHandle } from './requests.js'
 export { CSI_PLUGIN_NAME } from './runtime.js'
 export { sha256Hex } from './sha256.js'
-export { VOL_DATA_FILE, type VolData, loadVolData, saveVolData } from './vol-data.js'

@@ -20,8 +20,8 @@ const RW_GROUP = 0o660
 const RO_GROUP = 0o440
 const DIR_EXEC = 0o110
 /** The kubelet: first progress event after 30 s, then every 60 s. */
-export const FS_GROUP_PROGRESS_FIRST_MS = 30_000
-export const FS_GROUP_PROGRESS_EVERY_MS = 60_000
+const FS_GROUP_PROGRESS_FIRST_MS = 30_000
+const FS_GROUP_PROGRESS_EVERY_MS = 60_000
 
 export interface VolumeOwnershipOptions {
   readonly host: Host

@@ -108,7 +108,7 @@ function hostErrorDetail(err: unknown): string {
 }
 
 /** Mount options plus the SELinux `context=` option when a label is given. */
-export function withContext(options: readonly string[], seLinuxLabel: string | undefined): string[] {
+function withContext(options: readonly string[], seLinuxLabel: string | undefined): string[] {
   return seLinuxLabel ? [...options, `context="${seLinuxLabel}"`] : [...options]
 }
 
