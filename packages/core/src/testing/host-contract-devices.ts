@@ -3,7 +3,12 @@ import { expect, it } from 'vitest'
 import { filesystemSizeContract } from './host-contract-refs-sizes.js'
 import { type ContractContext, MiB, encoder, expectHostError } from './host-contract-support.js'
 
-/** Loop devices and filesystems: attach, find, detach, format, check and size. */
+/**
+ * Loop devices and filesystems: attach, find, detach, format, check and size.
+ *
+ * Long by design: the body is a list of independent `it` cases, one per promise of the port, that
+ * share only the context; splitting it would scatter one area of the contract over several files.
+ */
 export function devicesContract(contract: ContractContext): void {
   const { h, p, read, entryAt, attach } = contract
   filesystemSizeContract(contract)

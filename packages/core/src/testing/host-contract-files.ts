@@ -4,7 +4,12 @@ import type { Host } from '../host/host.js'
 import { joinPath } from '../paths.js'
 import { type ContractContext, expectHostError } from './host-contract-support.js'
 
-/** Directories and files: mkdir, read and write, rename, remove, readdir and their errno codes. */
+/**
+ * Directories and files: mkdir, read and write, rename, remove, readdir and their errno codes.
+ *
+ * Long by design: the body is a list of independent `it` cases, one per promise of the port, that
+ * share only the context; splitting it would scatter one area of the contract over several files.
+ */
 export function filesContract({ h, p, root, read }: ContractContext): void {
   it('mkdir creates a directory; a second mkdir fails with EEXIST', async () => {
     await h().mkdir(p('d'))

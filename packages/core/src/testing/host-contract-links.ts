@@ -2,7 +2,12 @@
 import { expect, it } from 'vitest'
 import { type ContractContext, expectHostError } from './host-contract-support.js'
 
-/** Symlinks: made, read and followed as the kernel does. */
+/**
+ * Symlinks: made, read and followed as the kernel does.
+ *
+ * Long by design: the body is a list of independent `it` cases, one per promise of the port, that
+ * share only the context; splitting it would scatter one area of the contract over several files.
+ */
 export function symlinksContract({ h, p, read }: ContractContext): void {
   it('readlink returns the target verbatim; lstat sees the link, stat its target', async () => {
     await h().mkdir(p('real'))

@@ -4,7 +4,12 @@ import { removeUnmounted } from '../plugins/util/remove-unmounted.js'
 import { mountReferencesContract } from './host-contract-refs-sizes.js'
 import { type ContractContext, MiB, expectHostError } from './host-contract-support.js'
 
-/** Mounts: tmpfs and binds, the mount table, mount points, unmounts and what survives them. */
+/**
+ * Mounts: tmpfs and binds, the mount table, mount points, unmounts and what survives them.
+ *
+ * Long by design: the body is a list of independent `it` cases, one per promise of the port, that
+ * share only the context; splitting it would scatter one area of the contract over several files.
+ */
 export function mountsContract(contract: ContractContext): void {
   const { h, p, read, entryAt } = contract
   const tmpfs = (target: string, ...options: string[]) => h().mount({ source: 'tmpfs', target, fstype: 'tmpfs', options })

@@ -48,59 +48,151 @@ export interface MemoryCsiDriver extends CsiDriver {
   readonly sizes: ReadonlyMap<string, number>
 }
 
-export function createMemoryCsiDriver(options: MemoryCsiDriverOptions): MemoryCsiDriver {
-  const { host } = options
-  const name = options.name ?? 'memory.csi.kubevol.io'
-  const capabilities = options.capabilities ?? ['STAGE_UNSTAGE_VOLUME', 'GET_VOLUME_STATS', 'EXPAND_VOLUME']
-  const stages = capabilities.includes('STAGE_UNSTAGE_VOLUME')
-  const calls: MemoryCsiCall[] = []
-  const interceptors: MemoryCsiInterceptor[] = []
-  const sizes = new Map<string, number>()
-  const staged = new Map<string, string>()
-  const dataDir = options.dataDir ?? '/var/lib/memory-csi'
-  const image = (id: string): string => {
-    if (id.includes('/')) throw csiError('InvalidArgument', `invalid volume id "${id}"`)
-    return `${dataDir}/${id}.img`
+type Request<K extends keyof CsiDriver> = Parameters<NonNullable<CsiDriver[K]>>[0]
+
+const requireId = (id: string, path: string, what: string): void => {
+  if (!id) throw csiError('InvalidArgument', 'volume ID missing in request')
+  if (!path) throw csiError('InvalidArgument', `${what} missing in request`)
+}
+
+/** The driver's node side: what each call does to the host, and what it keeps between calls. */
+class MemoryCsiNode {
+  readonly sizes = new Map<string, number>()
+  readonly #staged = new Map<string, string>()
+  readonly #host: Host
+  readonly #dataDir: string
+  readonly #stages: boolean
+
+  constructor(readonly options: MemoryCsiDriverOptions, capabilities: readonly CsiNodeCapability[]) {
+    this.#host = options.host
+    this.#dataDir = options.dataDir ?? '/var/lib/memory-csi'
+    this.#stages = capabilities.includes('STAGE_UNSTAGE_VOLUME')
   }
-  const loops = () => {
+
+  #image(id: string): string {
+    if (id.includes('/')) throw csiError('InvalidArgument', `invalid volume id "${id}"`)
+    return `${this.#dataDir}/${id}.img`
+  }
+
+  #loops() {
+    const host = this.#host
     if (!host.loopDevices || !host.truncate) throw csiError('FailedPrecondition', 'block volumes need a host with loop devices and truncate')
     return { loopDevices: host.loopDevices, truncate: host.truncate.bind(host) }
   }
+
   /** The loop device of a block volume's image, creating and attaching it when `attach`. */
-  const blockDevice = async (id: string, attach: boolean): Promise<string | undefined> => {
-    const { loopDevices, truncate } = loops()
-    const file = image(id)
-    if (!(await host.lstat(file))) {
+  async #blockDevice(id: string, attach: boolean): Promise<string | undefined> {
+    const { loopDevices, truncate } = this.#loops()
+    const file = this.#image(id)
+    if (!(await this.#host.lstat(file))) {
       if (!attach) return undefined
-      await host.mkdir(dataDir, { recursive: true })
-      await host.writeFile(file, '')
-      await truncate(file, options.blockSizeBytes ?? 64 << 20)
+      await this.#host.mkdir(this.#dataDir, { recursive: true })
+      await this.#host.writeFile(file, '')
+      await truncate(file, this.options.blockSizeBytes ?? 64 << 20)
     }
     const [device] = await loopDevices.find(file)
     if (device || !attach) return device
     return loopDevices.attach(file)
   }
 
+  async stage(r: Request<'nodeStageVolume'>): Promise<void> {
+    const host = this.#host
+    requireId(r.volumeId, r.stagingTargetPath, 'staging target path')
+    if (!(await host.lstat(r.stagingTargetPath))) throw csiError('NotFound', `staging path ${r.stagingTargetPath} does not exist`)
+    const { mount } = r.volumeCapability
+    if (!mount) {
+      await this.#blockDevice(r.volumeId, true)
+      this.#staged.set(r.volumeId, r.stagingTargetPath)
+      return
+    }
+    if (await host.isMountPoint(r.stagingTargetPath)) return
+    await host.mount({ source: `csi-${r.volumeId}`, target: r.stagingTargetPath, fstype: 'tmpfs', options: [...mount.mountFlags] })
+    this.#staged.set(r.volumeId, r.stagingTargetPath)
+  }
+
+  async unstage(r: Request<'nodeUnstageVolume'>): Promise<void> {
+    const host = this.#host
+    requireId(r.volumeId, r.stagingTargetPath, 'staging target path')
+    while ((await host.lstat(r.stagingTargetPath)) && (await host.isMountPoint(r.stagingTargetPath))) await host.unmount(r.stagingTargetPath)
+    if (host.loopDevices && (await host.lstat(this.#image(r.volumeId)))) {
+      for (const device of await host.loopDevices.find(this.#image(r.volumeId))) await host.loopDevices.detach(device)
+    }
+    this.#staged.delete(r.volumeId)
+  }
+
+  async publish(r: Request<'nodePublishVolume'>): Promise<void> {
+    const host = this.#host
+    requireId(r.volumeId, r.targetPath, 'target path')
+    // Inline ephemeral volumes are never staged; the driver knows them by the pod info key.
+    const ephemeral = r.volumeContext['csi.storage.k8s.io/ephemeral'] === 'true'
+    const bind = this.#stages && !ephemeral
+    if (bind && !r.stagingTargetPath) throw csiError('InvalidArgument', 'staging target path missing in request')
+    if (bind && this.#staged.get(r.volumeId) !== r.stagingTargetPath) throw csiError('FailedPrecondition', 'volume must be staged before publishing')
+    if (r.volumeCapability.block) return this.#publishBlock(r)
+    await host.mkdir(r.targetPath, { recursive: true, mode: 0o750 })
+    if (await host.isMountPoint(r.targetPath)) return
+    if (bind) await host.mount({ source: r.stagingTargetPath, target: r.targetPath, bind: true, readOnly: r.readonly })
+    else await host.mount({ source: `csi-${r.volumeId}`, target: r.targetPath, fstype: 'tmpfs', readOnly: r.readonly })
+  }
+
+  // The target is a file; the device is bound onto it.
+  async #publishBlock(r: Request<'nodePublishVolume'>): Promise<void> {
+    const host = this.#host
+    const device = await this.#blockDevice(r.volumeId, !this.#stages)
+    if (!device) throw csiError('FailedPrecondition', 'volume must be staged before publishing')
+    if (!(await host.lstat(r.targetPath))) {
+      await host.mkdir(r.targetPath.slice(0, r.targetPath.lastIndexOf('/')), { recursive: true, mode: 0o750 })
+      await host.writeFile(r.targetPath, '', { mode: 0o660 })
+    }
+    if (!(await host.isMountPoint(r.targetPath))) await host.mount({ source: device, target: r.targetPath, bind: true, readOnly: r.readonly })
+  }
+
+  async unpublish(r: Request<'nodeUnpublishVolume'>): Promise<void> {
+    const host = this.#host
+    requireId(r.volumeId, r.targetPath, 'target path')
+    if (!(await host.lstat(r.targetPath))) return
+    while (await host.isMountPoint(r.targetPath)) await host.unmount(r.targetPath)
+    await host.remove(r.targetPath)
+  }
+
+  async expand(r: Request<'nodeExpandVolume'>): Promise<number> {
+    requireId(r.volumeId, r.volumePath, 'volume path')
+    if (r.volumeCapability?.block) {
+      const device = await this.#blockDevice(r.volumeId, false)
+      if (!device) throw csiError('NotFound', `block volume ${r.volumeId} is not staged`)
+      await this.#loops().truncate(this.#image(r.volumeId), r.requiredBytes)
+      await this.#loops().loopDevices.refreshCapacity(device)
+    }
+    this.sizes.set(r.volumeId, r.requiredBytes)
+    return r.requiredBytes
+  }
+
+  async stats(r: Request<'nodeGetVolumeStats'>): Promise<CsiVolumeStats> {
+    requireId(r.volumeId, r.volumePath, 'volume path')
+    if (!(await this.#host.lstat(r.volumePath)) || !(await this.#host.isMountPoint(r.volumePath))) throw csiError('NotFound', `volume ${r.volumeId} is not published at ${r.volumePath}`)
+    const capacity = this.sizes.get(r.volumeId) ?? 1 << 30
+    const condition = this.options.volumeCondition?.(r.volumeId)
+    return { capacityBytes: capacity, availableBytes: capacity, usedBytes: 0, inodes: 1000, inodesFree: 1000, inodesUsed: 0, ...(condition ? { volumeCondition: condition } : {}) }
+  }
+}
+
+export function createMemoryCsiDriver(options: MemoryCsiDriverOptions): MemoryCsiDriver {
+  const name = options.name ?? 'memory.csi.kubevol.io'
+  const capabilities = options.capabilities ?? ['STAGE_UNSTAGE_VOLUME', 'GET_VOLUME_STATS', 'EXPAND_VOLUME']
+  const node = new MemoryCsiNode(options, capabilities)
+  const calls: MemoryCsiCall[] = []
+  const interceptors: MemoryCsiInterceptor[] = []
+  // Every call is recorded, then runs through the interceptors to its work.
   const run = <T>(method: string, request: object, work: () => Promise<T>): Promise<T> => {
     const call: MemoryCsiCall = { method, request: request as Record<string, unknown> }
     calls.push(call)
     const chain = interceptors.reduceRight<() => Promise<unknown>>((next, interceptor) => () => interceptor(call, next), work)
     return chain() as Promise<T>
   }
-  const unmountAndRemove = async (path: string): Promise<void> => {
-    if (!(await host.lstat(path))) return
-    while (await host.isMountPoint(path)) await host.unmount(path)
-    await host.remove(path)
-  }
-  const requireId = (id: string, path: string, what: string): void => {
-    if (!id) throw csiError('InvalidArgument', 'volume ID missing in request')
-    if (!path) throw csiError('InvalidArgument', `${what} missing in request`)
-  }
-
   return {
     name,
     calls,
-    sizes,
+    sizes: node.sizes,
     intercept(interceptor) {
       interceptors.push(interceptor)
       return () => void interceptors.splice(interceptors.indexOf(interceptor), 1)
@@ -108,77 +200,11 @@ export function createMemoryCsiDriver(options: MemoryCsiDriverOptions): MemoryCs
     getPluginInfo: (_o: CsiCallOptions) => run('GetPluginInfo', {}, async () => ({ name, vendorVersion: '0.1.0' })),
     nodeGetInfo: () => run('NodeGetInfo', {}, async () => ({ nodeId: options.nodeId ?? 'node-1', maxVolumesPerNode: 0 })),
     nodeGetCapabilities: () => run('NodeGetCapabilities', {}, async () => capabilities),
-    nodeStageVolume: (r) =>
-      run('NodeStageVolume', r, async () => {
-        requireId(r.volumeId, r.stagingTargetPath, 'staging target path')
-        if (!(await host.lstat(r.stagingTargetPath))) throw csiError('NotFound', `staging path ${r.stagingTargetPath} does not exist`)
-        const { mount } = r.volumeCapability
-        if (!mount) {
-          await blockDevice(r.volumeId, true)
-          staged.set(r.volumeId, r.stagingTargetPath)
-          return
-        }
-        if (await host.isMountPoint(r.stagingTargetPath)) return
-        await host.mount({ source: `csi-${r.volumeId}`, target: r.stagingTargetPath, fstype: 'tmpfs', options: [...mount.mountFlags] })
-        staged.set(r.volumeId, r.stagingTargetPath)
-      }),
-    nodeUnstageVolume: (r) =>
-      run('NodeUnstageVolume', r, async () => {
-        requireId(r.volumeId, r.stagingTargetPath, 'staging target path')
-        while ((await host.lstat(r.stagingTargetPath)) && (await host.isMountPoint(r.stagingTargetPath))) await host.unmount(r.stagingTargetPath)
-        if (host.loopDevices && (await host.lstat(image(r.volumeId)))) {
-          for (const device of await host.loopDevices.find(image(r.volumeId))) await host.loopDevices.detach(device)
-        }
-        staged.delete(r.volumeId)
-      }),
-    nodePublishVolume: (r) =>
-      run('NodePublishVolume', r, async () => {
-        requireId(r.volumeId, r.targetPath, 'target path')
-        // Inline ephemeral volumes are never staged; the driver knows them by the pod info key.
-        const ephemeral = r.volumeContext['csi.storage.k8s.io/ephemeral'] === 'true'
-        const bind = stages && !ephemeral
-        if (bind && !r.stagingTargetPath) throw csiError('InvalidArgument', 'staging target path missing in request')
-        if (bind && staged.get(r.volumeId) !== r.stagingTargetPath) throw csiError('FailedPrecondition', 'volume must be staged before publishing')
-        if (r.volumeCapability.block) {
-          // The target is a file; the device is bound onto it.
-          const device = await blockDevice(r.volumeId, !stages)
-          if (!device) throw csiError('FailedPrecondition', 'volume must be staged before publishing')
-          if (!(await host.lstat(r.targetPath))) {
-            await host.mkdir(r.targetPath.slice(0, r.targetPath.lastIndexOf('/')), { recursive: true, mode: 0o750 })
-            await host.writeFile(r.targetPath, '', { mode: 0o660 })
-          }
-          if (!(await host.isMountPoint(r.targetPath))) await host.mount({ source: device, target: r.targetPath, bind: true, readOnly: r.readonly })
-          return
-        }
-        await host.mkdir(r.targetPath, { recursive: true, mode: 0o750 })
-        if (await host.isMountPoint(r.targetPath)) return
-        if (bind) await host.mount({ source: r.stagingTargetPath, target: r.targetPath, bind: true, readOnly: r.readonly })
-        else await host.mount({ source: `csi-${r.volumeId}`, target: r.targetPath, fstype: 'tmpfs', readOnly: r.readonly })
-      }),
-    nodeUnpublishVolume: (r) =>
-      run('NodeUnpublishVolume', r, async () => {
-        requireId(r.volumeId, r.targetPath, 'target path')
-        await unmountAndRemove(r.targetPath)
-      }),
-    nodeExpandVolume: (r) =>
-      run('NodeExpandVolume', r, async () => {
-        requireId(r.volumeId, r.volumePath, 'volume path')
-        if (r.volumeCapability?.block) {
-          const device = await blockDevice(r.volumeId, false)
-          if (!device) throw csiError('NotFound', `block volume ${r.volumeId} is not staged`)
-          await loops().truncate(image(r.volumeId), r.requiredBytes)
-          await loops().loopDevices.refreshCapacity(device)
-        }
-        sizes.set(r.volumeId, r.requiredBytes)
-        return r.requiredBytes
-      }),
-    nodeGetVolumeStats: (r) =>
-      run('NodeGetVolumeStats', r, async (): Promise<CsiVolumeStats> => {
-        requireId(r.volumeId, r.volumePath, 'volume path')
-        if (!(await host.lstat(r.volumePath)) || !(await host.isMountPoint(r.volumePath))) throw csiError('NotFound', `volume ${r.volumeId} is not published at ${r.volumePath}`)
-        const capacity = sizes.get(r.volumeId) ?? 1 << 30
-        const condition = options.volumeCondition?.(r.volumeId)
-        return { capacityBytes: capacity, availableBytes: capacity, usedBytes: 0, inodes: 1000, inodesFree: 1000, inodesUsed: 0, ...(condition ? { volumeCondition: condition } : {}) }
-      }),
+    nodeStageVolume: (r) => run('NodeStageVolume', r, () => node.stage(r)),
+    nodeUnstageVolume: (r) => run('NodeUnstageVolume', r, () => node.unstage(r)),
+    nodePublishVolume: (r) => run('NodePublishVolume', r, () => node.publish(r)),
+    nodeUnpublishVolume: (r) => run('NodeUnpublishVolume', r, () => node.unpublish(r)),
+    nodeExpandVolume: (r) => run('NodeExpandVolume', r, () => node.expand(r)),
+    nodeGetVolumeStats: (r) => run('NodeGetVolumeStats', r, () => node.stats(r)),
   }
 }
