@@ -237,7 +237,14 @@ export function createPlayground(options: PlaygroundOptions = {}): Playground {
     [scratch, false],
   ] as const) {
     plugin.intercept(async (call, next) => {
-      const lane = shared ? `${plugin.name}/${call.volume}` : `${plugin.name}/${call.podUID ?? ''}-${call.volume}`
+      // The step belongs to the operation running it. After a restart the plugin sees a
+      // reconstructed volume by its pod volume name, so the lane comes from that operation, and
+      // from the plugin's own names only when no operation is found.
+      const own = shared ? `${plugin.name}/${call.volume}` : `${plugin.name}/${call.podUID ?? ''}-${call.volume}`
+      const running = activity
+        .running()
+        .filter((op) => op.lane.startsWith(`${plugin.name}/`) && (call.podUID === undefined || op.podName === call.podUID || op.podName === ''))
+      const lane = (running.find((op) => op.lane === own) ?? running.at(-1))?.lane ?? own
       const done = activity.step(lane, call.step, call.podUID ?? '')
       try {
         await next()

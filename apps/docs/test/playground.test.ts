@@ -1,6 +1,7 @@
 import { type FakeClock, createFakeClock } from '@kubevol/core/testing'
 import { afterEach, describe, expect, it } from 'vitest'
 import { type Playground, VOLUME_KINDS, createPlayground } from '../playground/engine.js'
+import { TOUR, playTour } from '../playground/tour.js'
 
 let playground: Playground | undefined
 afterEach(() => playground?.dispose())
@@ -166,5 +167,28 @@ describe('the playground pictures', () => {
     const lost = p.view().picture.lanes.flatMap((l) => l.spans).filter((s) => s.error === 'lost in the crash')
     expect(lost.map((s) => `${s.level} ${s.kind}`).sort()).toEqual(['operation attach', 'step attach'])
     expect(await settle(clock, () => p.view().pods[0]?.ready === true)).toBe(true)
+  })
+})
+
+describe('the playground tour', () => {
+  it('converges at every step, and the timeline shows the three retries of db and the uncertain mount of cache', async () => {
+    const clock = createFakeClock()
+    const p = (playground = createPlayground({ clock }))
+    const seen: number[] = []
+    const converged = await playTour(p, (done) => settle(clock, () => done(p.view()), 20_000), (i) => seen.push(i))
+    expect(converged).toBe(TOUR.length)
+    expect(seen).toEqual(TOUR.map((_, i) => i))
+    const spans = p.view().picture.lanes.flatMap((l) => l.spans)
+    const dbMounts = spans.filter((s) => s.name === 'volume_mount' && s.podName.startsWith('uid-db-'))
+    // Three failures, the mount, and (after the crash) the mount that confirms the reconstructed volume.
+    expect(dbMounts.map((s) => s.error === undefined)).toEqual([false, false, false, true, true])
+    expect(spans.some((s) => s.name === 'volume_detach' && s.error === undefined)).toBe(true)
+    // Every plugin step sits on the lane of an operation, reconstructed volumes' teardown included.
+    const lanes = p.view().picture.lanes
+    expect(lanes.filter((l) => !l.spans.some((s) => s.level === 'operation')).map((l) => l.label)).toEqual([])
+    expect(lanes.find((l) => l.label === 'disk-1')?.spans.filter((s) => s.level === 'step').map((s) => s.kind)).toEqual(
+      expect.arrayContaining(['attach', 'device mount', 'setup', 'teardown', 'device unmount', 'detach']),
+    )
+    expect(p.view().timeline.some((e) => e.kind === 'error' && /✗ volume_mount cache\/scratch .*timed out, it may have happened/.test(e.text))).toBe(true)
   })
 })
