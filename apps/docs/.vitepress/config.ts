@@ -28,7 +28,7 @@ export default defineConfig({
     resolve: { conditions: ['@kubevol/source'] },
     ssr: { resolve: { conditions: ['@kubevol/source'] } },
     // The editor's chunk (TypeScript, and the lib files and declarations it checks an edit against,
-    // about 6.5 MB) loads only when a reader opens an example's editor.
+    // about 6.4 MB) loads only when a reader opens an example's editor.
     build: { chunkSizeWarningLimit: 7000 },
   },
 })
