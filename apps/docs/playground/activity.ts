@@ -5,6 +5,7 @@
  * manager's operation executor when a failed operation may be retried.
  */
 import type { OperationRecord } from '@kubevol/core'
+import type { FakePlugin } from '@kubevol/core/testing'
 
 /** What a span stands for, as the pictures name and colour it. */
 export type SpanKind = 'attach' | 'verify' | 'mount' | 'device mount' | 'setup' | 'teardown' | 'unmount' | 'device unmount' | 'detach' | 'other'
@@ -100,11 +101,23 @@ export interface Activity {
 
 const keyOf = (name: string, lane: string, podName: string): string => `${name}|${lane}|${podName}`
 
-/**
- * Creates an activity record. `now` is the playground's clock in milliseconds since it started;
- * at most `limit` spans are kept (the oldest go first).
- */
-export function createActivity(now: () => number, limit = 400): Activity {
+export interface ActivityOptions {
+  /**
+   * Plugins whose steps are recorded through {@link recordPluginSteps}. For any other plugin, whose
+   * `volume_mount` is its setup and `volume_unmount` its teardown, the operation is also recorded
+   * as that step. @default none
+   */
+  readonly steppedPlugins?: readonly string[]
+  /** How many spans are kept (the oldest go first). @default 400 */
+  readonly limit?: number
+}
+
+/** Creates an activity record. `now` is the playground's clock in milliseconds since it started. */
+export function createActivity(now: () => number, options: ActivityOptions = {}): Activity {
+  const limit = options.limit ?? 400
+  const stepped = new Set(options.steppedPlugins ?? [])
+  /** The setup or teardown step of a built-in plugin's running operation, by operation key. */
+  const builtinSteps = new Map<string, (error?: unknown) => void>()
   const spans: Span[] = []
   const open = new Map<string, Span>()
   /** Failures in a row per operation key, and the failed span while no retry has started. */
@@ -123,9 +136,10 @@ export function createActivity(now: () => number, limit = 400): Activity {
     return ended
   }
 
-  return {
+  const activity: Activity = {
     operation(record) {
       const key = keyOf(record.name, record.volumeName, record.podName)
+      const builtinStep = stepped.has(record.pluginName) ? undefined : record.name === 'volume_mount' ? 'setUp' : record.name === 'volume_unmount' ? 'tearDown' : undefined
       const streak = streaks.get(key) ?? { failures: 0 }
       streaks.set(key, streak)
       if (record.endedAt === undefined) {
@@ -141,7 +155,12 @@ export function createActivity(now: () => number, limit = 400): Activity {
           attempt: streak.failures + 1,
         })
         open.set(key, span)
+        if (builtinStep) builtinSteps.set(key, activity.step(record.volumeName, builtinStep, record.podName))
         return
+      }
+      if (builtinStep) {
+        builtinSteps.get(key)?.(record.error === undefined ? undefined : new Error(record.error))
+        builtinSteps.delete(key)
       }
       const span = open.get(key)
       if (!span) return
@@ -164,9 +183,37 @@ export function createActivity(now: () => number, limit = 400): Activity {
       for (const [i, span] of spans.entries()) if (span.end === undefined) spans[i] = { ...span, end: at, error: 'lost in the crash' }
       open.clear()
       streaks.clear()
+      builtinSteps.clear()
     },
     spans: () => [...spans],
     running: () => [...open.values()],
     failed: () => [...streaks.values()].flatMap((s) => (s.last ? [s.last] : [])),
   }
+  return activity
+}
+
+/**
+ * Records every step of a fake plugin on the lane of the operation running it. Add it before any
+ * fault, so it is the outermost interceptor and sees a step fail or hang as the manager does.
+ * `shared`: the plugin's volumes are shared by pods (named `plugin/volume`), not per pod
+ * (`plugin/<pod uid>-volume`).
+ */
+export function recordPluginSteps(activity: Activity, plugin: FakePlugin, shared: boolean): void {
+  plugin.intercept(async (call, next) => {
+    // After a restart the plugin sees a reconstructed volume by its pod volume name, so the lane
+    // comes from the operation running the step, and from the plugin's names only when none is found.
+    const own = shared ? `${plugin.name}/${call.volume}` : `${plugin.name}/${call.podUID ?? ''}-${call.volume}`
+    const running = activity
+      .running()
+      .filter((op) => op.lane.startsWith(`${plugin.name}/`) && (call.podUID === undefined || op.podName === call.podUID || op.podName === ''))
+    const lane = (running.find((op) => op.lane === own) ?? running.at(-1))?.lane ?? own
+    const done = activity.step(lane, call.step, call.podUID ?? '')
+    try {
+      await next()
+      done()
+    } catch (err) {
+      done(err)
+      throw err
+    }
+  })
 }

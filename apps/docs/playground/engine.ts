@@ -28,7 +28,7 @@ import {
   createMemoryObjectReader,
   createMemoryPodSource,
 } from '@kubevol/core/testing'
-import { type Activity, createActivity } from './activity.js'
+import { type Activity, createActivity, recordPluginSteps } from './activity.js'
 import { type Picture, buildPicture } from './picture.js'
 
 /** The volume types a pod in the playground can have. */
@@ -190,9 +190,7 @@ export function createPlayground(options: PlaygroundOptions = {}): Playground {
   const listeners = new Set<() => void>()
   const hangs: PendingHang[] = []
   const faultRemovers: (() => void)[] = []
-  const activity: Activity = createActivity(() => clock.now() - t0)
-  /** Built-in plugins' setup and teardown, which are their whole volume_mount and volume_unmount. */
-  const builtinSteps = new Map<string, (error?: unknown) => void>()
+  const activity: Activity = createActivity(() => clock.now() - t0, { steppedPlugins: [DISK_PLUGIN, SCRATCH_PLUGIN] })
   let nextId = 0
   let restarts = 0
   let disposed = false
@@ -230,42 +228,8 @@ export function createPlayground(options: PlaygroundOptions = {}): Playground {
     return name
   }
 
-  // The fake plugins' steps, recorded on the lane of their volume. Added before any fault, so the
-  // recorder is the outermost interceptor and sees a step fail or hang as the manager does.
-  for (const [plugin, shared] of [
-    [disks, true],
-    [scratch, false],
-  ] as const) {
-    plugin.intercept(async (call, next) => {
-      // The step belongs to the operation running it. After a restart the plugin sees a
-      // reconstructed volume by its pod volume name, so the lane comes from that operation, and
-      // from the plugin's own names only when no operation is found.
-      const own = shared ? `${plugin.name}/${call.volume}` : `${plugin.name}/${call.podUID ?? ''}-${call.volume}`
-      const running = activity
-        .running()
-        .filter((op) => op.lane.startsWith(`${plugin.name}/`) && (call.podUID === undefined || op.podName === call.podUID || op.podName === ''))
-      const lane = (running.find((op) => op.lane === own) ?? running.at(-1))?.lane ?? own
-      const done = activity.step(lane, call.step, call.podUID ?? '')
-      try {
-        await next()
-        done()
-      } catch (err) {
-        done(err)
-        throw err
-      }
-    })
-  }
-  const recordBuiltinStep = (op: OperationRecord): void => {
-    if (op.pluginName === DISK_PLUGIN || op.pluginName === SCRATCH_PLUGIN) return
-    const step = op.name === 'volume_mount' ? 'setUp' : op.name === 'volume_unmount' ? 'tearDown' : undefined
-    if (!step) return
-    const key = `${op.name}|${op.volumeName}|${op.podName}`
-    if (op.endedAt === undefined) builtinSteps.set(key, activity.step(op.volumeName, step, op.podName))
-    else {
-      builtinSteps.get(key)?.(op.error === undefined ? undefined : new Error(op.error))
-      builtinSteps.delete(key)
-    }
-  }
+  recordPluginSteps(activity, disks, true)
+  recordPluginSteps(activity, scratch, false)
   const retryAt = (failed: { lane: string; podName: string; name: string }): number | undefined => {
     const executor = current.manager.executor
     for (const pod of [failed.podName, '']) {
@@ -280,7 +244,6 @@ export function createPlayground(options: PlaygroundOptions = {}): Playground {
     if (event.type === 'operation') {
       const op = event.operation
       activity.operation(op)
-      recordBuiltinStep(op)
       if (op.endedAt === undefined) log('start', `▶ ${describe(op)}`)
       else if (op.error) log('error', `✗ ${describe(op)} after ${op.endedAt - op.startedAt} ms: ${op.error}`)
       else log('ok', `✓ ${describe(op)} in ${op.endedAt - op.startedAt} ms`)
@@ -409,7 +372,6 @@ export function createPlayground(options: PlaygroundOptions = {}): Playground {
       }
       for (const remove of faultRemovers.splice(0)) remove()
       activity.crash()
-      builtinSteps.clear()
       await current.running
       restarts++
       start()
