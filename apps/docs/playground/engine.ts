@@ -28,6 +28,8 @@ import {
   createMemoryObjectReader,
   createMemoryPodSource,
 } from '@kubevol/core/testing'
+import { type Activity, createActivity, recordPluginSteps } from './activity.js'
+import { type Picture, buildPicture } from './picture.js'
 
 /** The volume types a pod in the playground can have. */
 export const VOLUME_KINDS = ['disk', 'scratch', 'emptyDir', 'memory', 'hostPath', 'configMap', 'secret', 'downwardAPI', 'projected'] as const
@@ -53,6 +55,7 @@ export type FaultMode = 'fail-once' | 'fail-3' | 'uncertain' | 'hang'
 export const DISK_PLUGIN = 'example.com/disk'
 export const SCRATCH_PLUGIN = 'example.com/scratch'
 const ROOT = '/var/lib/kubevol'
+const NODE_NAME = 'node-1'
 
 /** One line of the operation timeline. */
 export interface TimelineEntry {
@@ -102,6 +105,8 @@ export interface PlaygroundView {
   readonly timeline: readonly TimelineEntry[]
   readonly hanging: number
   readonly restarts: number
+  /** The reconcile picture and the per-volume timeline, drawn from the same state. */
+  readonly picture: Picture
 }
 
 export interface Playground {
@@ -185,6 +190,7 @@ export function createPlayground(options: PlaygroundOptions = {}): Playground {
   const listeners = new Set<() => void>()
   const hangs: PendingHang[] = []
   const faultRemovers: (() => void)[] = []
+  const activity: Activity = createActivity(() => clock.now() - t0, { steppedPlugins: [DISK_PLUGIN, SCRATCH_PLUGIN] })
   let nextId = 0
   let restarts = 0
   let disposed = false
@@ -216,10 +222,28 @@ export function createPlayground(options: PlaygroundOptions = {}): Playground {
     return podNames.get(uid) ?? uid
   }
   const describe = (op: OperationRecord): string => `${op.name} ${podLabel(op.podName)}/${shortVolume(op.volumeName)}`
+  const volumeLabel = (volumeName: string): string => {
+    const name = volumeName.split('/').slice(2).join('/')
+    for (const [uid, pod] of podNames) if (name.startsWith(`${uid}-`)) return `${pod}/${name.slice(uid.length + 1)}`
+    return name
+  }
+
+  recordPluginSteps(activity, disks, true)
+  recordPluginSteps(activity, scratch, false)
+  const retryAt = (failed: { lane: string; podName: string; name: string }): number | undefined => {
+    const executor = current.manager.executor
+    for (const pod of [failed.podName, '']) {
+      const failure = executor.lastFailure(failed.lane, pod)
+      if (failure?.name === failed.name) return failure.retryAt - t0
+    }
+    const at = executor.retryAt(failed.lane, '', NODE_NAME)
+    return at === undefined ? undefined : at - t0
+  }
 
   const onEvent = (event: VolumeManagerEvent): void => {
     if (event.type === 'operation') {
       const op = event.operation
+      activity.operation(op)
       if (op.endedAt === undefined) log('start', `▶ ${describe(op)}`)
       else if (op.error) log('error', `✗ ${describe(op)} after ${op.endedAt - op.startedAt} ms: ${op.error}`)
       else log('ok', `✓ ${describe(op)} in ${op.endedAt - op.startedAt} ms`)
@@ -236,7 +260,7 @@ export function createPlayground(options: PlaygroundOptions = {}): Playground {
       plugins: [disks, scratch, ...builtins],
       podSource: pods,
       objects,
-      nodeName: 'node-1',
+      nodeName: NODE_NAME,
       rootDir: ROOT,
       controllerAttachDetach: false,
       clock,
@@ -347,6 +371,7 @@ export function createPlayground(options: PlaygroundOptions = {}): Playground {
         hang.release(new Error('process crashed'))
       }
       for (const remove of faultRemovers.splice(0)) remove()
+      activity.crash()
       await current.running
       restarts++
       start()
@@ -376,6 +401,7 @@ export function createPlayground(options: PlaygroundOptions = {}): Playground {
         timeline: [...timeline],
         hanging: hangs.length,
         restarts,
+        picture: buildPicture({ snapshot: s, activity, now: clock.now() - t0, retryAt, podLabel, volumeLabel }),
       }
     },
     subscribe(listener) {

@@ -1,7 +1,9 @@
 /**
- * The site in a real browser: build it, serve it on localhost, open every page of the sidebar in
- * headless Chromium, and use the playground. Fails on any console error, failed request or broken
- * internal link. Screenshots go to apps/docs/test-artifacts/.
+ * The site in a real browser: build it, serve it on localhost, and in headless Chromium open every
+ * page (the home page and every page of the sidebar) at a desktop and a phone width, run every
+ * example, play the playground's tour and use its controls, and edit an example and run it again.
+ * Fails on any console error, failed request, broken internal link, page wider than the screen, or
+ * example that fails. Screenshots go to apps/docs/test-artifacts/.
  */
 import { spawnSync } from 'node:child_process'
 import { existsSync, mkdirSync, readFileSync, statSync } from 'node:fs'
@@ -69,6 +71,14 @@ function run(command: string, args: readonly string[]): void {
 }
 
 const pages = ['/', ...sidebar.flatMap((group) => group.items.map((item) => item.link))]
+/** The examples each page runs (`<RunExample name="…">` in its Markdown), by page. */
+const runExamples = new Map(
+  pages.flatMap((path) => {
+    const file = join(DOCS, 'pages', path === '/' ? 'index.md' : `${path}.md`)
+    const names = existsSync(file) ? [...readFileSync(file, 'utf8').matchAll(/<RunExample name="([^"]+)"/g)].map((m) => m[1] as string) : []
+    return names.length > 0 ? [[path, names] as const] : []
+  }),
+)
 
 suite('the docs site in Chromium', () => {
   let server: Server
@@ -97,8 +107,8 @@ suite('the docs site in Chromium', () => {
   })
 
   /** A page that records console errors, uncaught exceptions and failed requests into `problems`. */
-  async function open(path: string): Promise<Page> {
-    const page = await browser.newPage({ viewport: { width: 1280, height: 900 } })
+  async function open(path: string, viewport: { width: number; height: number } = { width: 1280, height: 900 }): Promise<Page> {
+    const page = await browser.newPage({ viewport: { width: viewport.width, height: viewport.height } })
     page.on('console', (message) => {
       if (message.type() === 'error') problems.push(`${path}: console error: ${message.text()}`)
     })
@@ -114,28 +124,56 @@ suite('the docs site in Chromium', () => {
 
   const shot = (page: Page, name: string, fullPage = true) => page.screenshot({ path: join(ARTIFACTS, `${name}.png`), fullPage })
 
-  it('serves every page with no console error, failed request or broken internal link', async () => {
+  const VIEWPORTS = [
+    { name: 'desktop', width: 1280, height: 900 },
+    { name: 'phone', width: 390, height: 844 },
+  ] as const
+
+  it.each(VIEWPORTS)('serves every page at a $name width with no console error, failed request, broken internal link or sideways scroll', async (viewport) => {
     const links = new Map<string, string>() // target → first page linking to it
+    const wide: string[] = []
     const timings: string[] = []
     for (const path of pages) {
-      const page = await open(path)
+      const page = await open(path, viewport)
       await expect.poll(() => page.locator('.VPContent').count(), { timeout: 10_000 }).toBe(1)
       const hrefs = await page.$$eval('a[href]', (anchors) => anchors.map((a) => (a as HTMLAnchorElement).href))
       for (const href of hrefs) {
         const url = new URL(href)
         if (url.origin === base && !links.has(url.pathname)) links.set(url.pathname, path)
       }
+      // Wide content (a table, a diagram, the timeline) scrolls inside itself, never the page.
+      const scrollWidth = await page.evaluate(() => document.documentElement.scrollWidth)
+      if (scrollWidth > viewport.width) wide.push(`${path} is ${scrollWidth} px wide`)
       const started = Date.now()
-      await shot(page, `page${path === '/' ? '-home' : path.replace(/\//g, '-')}`, false)
+      await shot(page, `page${path === '/' ? '-home' : path.replace(/\//g, '-')}-${viewport.name}`, false)
       timings.push(`${path} ${Date.now() - started} ms`)
       await page.close()
     }
     const broken = [...links].filter(([target]) => !builtFile(target)).map(([target, from]) => `${from} links to ${target}, which is not built`)
     expect(broken).toEqual([])
+    expect(wide).toEqual([])
     expect(links.size).toBeGreaterThan(pages.length)
-    console.log(timings.join('\n'))
+    console.log(`${viewport.name}:\n${timings.join('\n')}`)
     expect(problems).toEqual([])
-  }, 120_000)
+  }, 180_000)
+
+  it('runs every example of every page, and each prints its output', async () => {
+    expect([...runExamples.values()].flat().length).toBeGreaterThanOrEqual(10)
+    for (const [path, names] of runExamples) {
+      const page = await open(path)
+      expect(await page.locator('.kv-example').count(), path).toBe(names.length)
+      for (const name of names) {
+        const example = page.getByTestId(`example-${name}`)
+        await example.getByTestId('example-run').click()
+        const output = example.getByTestId('example-output')
+        await example.locator('[data-testid="example-output"]:is([data-state="done"], [data-state="failed"])').waitFor({ timeout: 30_000 })
+        expect(`${path} ${name}: ${await output.getAttribute('data-state')}`).toBe(`${path} ${name}: done`)
+        expect((await output.textContent())?.trim().length ?? 0).toBeGreaterThan(0)
+      }
+      await page.close()
+    }
+    expect(problems).toEqual([])
+  }, 180_000)
 
   it('runs the playground: a pod mounts, a fault fails a step, the retry mounts it, a crash is survived', async () => {
     const page = await open('/playground')
@@ -215,14 +253,105 @@ suite('the docs site in Chromium', () => {
     expect(problems).toEqual([])
   })
 
-  it('runs the examples embedded in the concept pages', async () => {
-    const page = await open('/concepts/operation-executor')
-    const example = page.getByTestId('example-backoff')
-    await example.getByTestId('example-run').click()
-    await example.locator('[data-testid="example-output"][data-state="done"]').waitFor({ timeout: 20_000 })
-    expect(await example.getByTestId('example-output').textContent()).toContain('retry')
-    await shot(page, 'example-backoff')
+  it('plays the playground tour to the end, drawing the operations, the backoff, the uncertain mount and each volume\'s timeline', async () => {
+    const page = await open('/playground')
+    await page.getByTestId('play-tour').waitFor({ timeout: 20_000 })
+    const picture = page.getByTestId('reconcile-picture')
+    const timeline = page.getByTestId('volume-timeline')
+    // Watched from the start: a failed setUp waiting for its retry, then an uncertain mount.
+    const backingOff = picture.locator('[data-testid="flow-row"][data-flow="backing-off"][data-operation="volume_mount"]').waitFor({ timeout: 60_000 })
+    const uncertain = picture.locator('[data-testid="flow-row"][data-actual="uncertain"]').waitFor({ timeout: 60_000 })
+    await page.getByTestId('play-tour').click()
+    await backingOff
+    expect(await picture.textContent()).toMatch(/volume_mount failed(, try \d)?: retry in \d\.\d s/)
+    await shot(page, 'tour-1-backing-off')
+    await uncertain
+    await shot(page, 'tour-2-uncertain')
+    await page.locator('[data-testid="tour"][data-state="done"]').waitFor({ timeout: 90_000 })
+    expect(await page.locator('[data-testid="tour-step"][data-state="done"]').count()).toBe(5)
+    expect(await page.locator('[data-testid="tour"]').textContent()).toMatch(/converged in \d+\.\d s/)
+
+    // The timeline: the disk's lane has attach, device mount and setup; db's lane three failures,
+    // three hatched waits with their measured length, and the mount that succeeded.
+    const disk = timeline.locator('[data-testid="lane"][data-label="disk-1"]')
+    for (const kind of ['attach', 'device mount', 'setup', 'device unmount', 'detach']) {
+      expect(await disk.locator(`[data-testid="span"][data-level="step"][data-kind="${kind}"]`).count(), kind).toBeGreaterThan(0)
+    }
+    const db = timeline.locator('[data-testid="lane"][data-label="db/scratch"]')
+    expect(await db.locator('[data-testid="span"][data-level="operation"][data-kind="mount"][data-failed="true"]').count()).toBe(3)
+    expect(await db.locator('[data-testid="span"][data-level="operation"][data-kind="mount"][data-attempt="4"][data-failed="false"]').count()).toBe(1)
+    const waits = await db.locator('.kv-tl-gap-label').allTextContents()
+    expect(waits.map((w) => Math.round(Number(/([\d.]+) s/.exec(w)?.[1]) * 2) / 2)).toEqual([0.5, 1, 2])
+    // Everything deleted: nothing desired, nothing left in the actual state.
+    await expect.poll(() => picture.locator('[data-testid="flow-row"]').count()).toBe(0)
+    await shot(page, 'tour-3-done')
+    await page.setViewportSize({ width: 390, height: 844 })
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390)
+    await shot(page, 'tour-4-done-phone')
     await page.close()
     expect(problems).toEqual([])
-  })
+  }, 150_000)
+
+  it('edits an example in the page: the type checker flags a wrong step, an edit runs with its own output, long lines wrap, and a reset restores the original', async () => {
+    const original = readFileSync(join(DOCS, 'examples', 'backoff.ts'), 'utf8')
+    const page = await open('/concepts/operation-executor')
+    const example = page.getByTestId('example-backoff')
+    const check = example.getByTestId('example-check')
+    const output = example.getByTestId('example-output')
+    await example.getByTestId('example-edit').click()
+    await example.locator('[data-testid="example-check"][data-state="done"]').waitFor({ timeout: 60_000 })
+    expect(await check.getAttribute('data-problems')).toBe('0')
+    expect(await check.textContent()).toMatch(/TypeScript 5\.\d+\.\d+: no type errors/)
+
+    /** Replaces the editor's text the way a reader would: select all, then type. */
+    const type = async (text: string): Promise<void> => {
+      await example.locator('.cm-content').click()
+      await page.keyboard.press('Control+A')
+      await page.keyboard.insertText(text)
+    }
+
+    // A step name that does not exist: the checker says so, on its line, with the packages' type.
+    const wrongStep = original.replace("h.plugin.fail('setUp'", "h.plugin.fail('setup'")
+    expect(wrongStep).not.toBe(original)
+    await type(wrongStep)
+    await example.locator('[data-testid="example-check"][data-state="done"][data-problems="1"]').waitFor({ timeout: 30_000 })
+    const line = wrongStep.split('\n').findIndex((l) => l.includes("fail('setup'")) + 1
+    expect(await example.getByTestId('example-problems').textContent()).toContain(`line ${line}: Argument of type '"setup"' is not assignable to parameter of type 'FakeStep'`)
+    expect(await example.locator('.cm-lintRange-error').count()).toBeGreaterThan(0)
+    await shot(page, 'example-edit-type-error')
+
+    // Two failures instead of four, and a comment longer than the editor: it runs and prints two retries.
+    const twoFailures = original.replace('times: 4,', 'times: 2,').replace('export async function run() {', `export async function run() {\n  // ${'a long line that must wrap, not be cut off '.repeat(8)}`)
+    expect(twoFailures).not.toContain('times: 4,')
+    await type(twoFailures)
+    await example.locator('[data-testid="example-check"][data-state="done"][data-problems="0"]').waitFor({ timeout: 30_000 })
+    await example.getByTestId('example-run').click()
+    await example.locator('[data-testid="example-output"][data-state="done"][data-edited="true"]').waitFor({ timeout: 30_000 })
+    const edited = (await output.textContent()) ?? ''
+    expect(edited.match(/retry \d+ ms after the failure/g)).toHaveLength(2)
+    expect(edited).toMatch(/mounted$/)
+
+    // Long lines wrap at a phone width: the editor never scrolls sideways, so nothing is hidden.
+    await page.setViewportSize({ width: 390, height: 844 })
+    const scroller = example.locator('.cm-scroller')
+    await expect.poll(() => scroller.evaluate((e) => e.scrollWidth - e.clientWidth)).toBeLessThanOrEqual(0)
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390)
+    await shot(page, 'example-edit-phone')
+    await page.setViewportSize({ width: 1280, height: 900 })
+
+    // A run-time failure is shown as one, with its phase.
+    await type("export async function run() {\n  throw new RangeError('no such disk')\n}\n")
+    await example.getByTestId('example-run').click()
+    await example.locator('[data-testid="example-output"][data-state="failed"]').waitFor({ timeout: 30_000 })
+    expect(await output.textContent()).toBe('failed (run): run() threw RangeError: no such disk')
+
+    // Back to the original: the reset button goes, and the example prints its four retries again.
+    await example.getByTestId('example-reset').click()
+    await example.getByTestId('example-reset').waitFor({ state: 'detached' })
+    await example.getByTestId('example-run').click()
+    await example.locator('[data-testid="example-output"][data-state="done"][data-edited="false"]').waitFor({ timeout: 30_000 })
+    expect((await output.textContent())?.match(/retry \d+ ms after the failure/g)).toHaveLength(4)
+    await page.close()
+    expect(problems).toEqual([])
+  }, 150_000)
 })
