@@ -9,7 +9,7 @@ export type IoOp =
   /** → FileFields, or null when missing (ENOENT). */
   | readonly ['lstat' | 'stat', path: string]
   /** → undefined. */
-  | readonly ['mkdir', path: string, mode: number]
+  | readonly ['mkdir' | 'chmod', path: string, mode: number]
   /** → true when `path` itself was made, false when it existed. */
   | readonly ['mkdirp', path: string, mode: number]
   /** → undefined. `remove` is unlink(2), then rmdir(2) when it is a directory (EISDIR). */
@@ -125,6 +125,7 @@ const calls = {
   lstat: (p) => fields(fs.lstatSync(p, { throwIfNoEntry: false })),
   stat: (p) => fields(fs.statSync(p, { throwIfNoEntry: false })),
   mkdir: (p, mode) => { fs.mkdirSync(p, { mode }) },
+  chmod: (p, mode) => { fs.chmodSync(p, mode) },
   mkdirp: (p, mode) => fs.mkdirSync(p, { mode, recursive: true }) !== undefined,
   rmdir: (p) => { fs.rmdirSync(p) },
   unlink: (p) => { fs.unlinkSync(p) },
@@ -212,12 +213,14 @@ function serialize(answer, room) {
     return undefined
   }
 }
-parentPort.on('message', ({ id, ops, claims, spans }) => {
+parentPort.on('message', ({ id, ops, claims, spans, startedAt }) => {
   let from = 0
   let answers = []
   let sent = performance.now()
   let used = 0
   for (let i = 0; i < ops.length; i++) {
+    // When it starts, for the watchdog (written first: a call seen started is never older than this).
+    startedAt[0] = Date.now()
     if (Atomics.compareExchange(claims, i, ${WAITING}, ${STARTED}) !== ${WAITING}) {
       answers.push(0)
       continue

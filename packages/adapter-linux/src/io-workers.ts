@@ -64,6 +64,8 @@ interface Batch {
   /** Per call, where its answer is in the arena: offset, length. */
   readonly spans: Int32Array
   timer?: ReturnType<typeof setTimeout>
+  /** When the worker started the call it is making (Date.now(), written by the worker). */
+  readonly startedAt: Float64Array
 }
 
 interface Slot {
@@ -224,8 +226,15 @@ export class IoWorkers {
   }
 
   #send(slot: Slot, items: readonly Pending[]): void {
-    const shared = new SharedArrayBuffer(12 * items.length)
-    const batch: Batch = { id: this.#nextId++, items, claims: new Int32Array(shared, 0, items.length), spans: new Int32Array(shared, 4 * items.length) }
+    const at = 8 * Math.ceil((12 * items.length) / 8)
+    const shared = new SharedArrayBuffer(at + 8)
+    const batch: Batch = {
+      id: this.#nextId++,
+      items,
+      claims: new Int32Array(shared, 0, items.length),
+      spans: new Int32Array(shared, 4 * items.length, 2 * items.length),
+      startedAt: new Float64Array(shared, at, 1),
+    }
     for (let i = 0; i < items.length; i++) {
       const item = items[i] as Pending
       item.batch = batch
@@ -235,20 +244,25 @@ export class IoWorkers {
     slot.worker.ref()
     batch.timer = setTimeout(() => this.#stall(slot, batch), this.#options.stallMs)
     batch.timer.unref?.()
-    slot.worker.postMessage({ id: batch.id, ops: items.map((item) => item.op), claims: batch.claims, spans: batch.spans })
+    slot.worker.postMessage({ id: batch.id, ops: items.map((item) => item.op), claims: batch.claims, spans: batch.spans, startedAt: batch.startedAt })
   }
 
   // The batch is taking long: the answers it has are delivered, its calls not yet started go to
   // another worker, and its filesystem's calls wait.
   #stall(slot: Slot, batch: Batch): void {
     if (slot.batch !== batch) return
-    // Blocked means a call started and not answered. A worker that has started none is still
-    // receiving the batch (a large file's data) or waiting for a CPU: it is given more time.
+    // Blocked means a call started at least half of `stallMs` ago and not answered. A worker that
+    // has started none is still receiving the batch (a large file's data) or waiting for a CPU: it
+    // is given more time. So is one making a call it started just now: a batch that is merely
+    // slow, on a machine short of CPU, is making some call at any moment, and taking its calls to a
+    // new worker then cost a thread's start and held its filesystem's calls for nothing.
     let blockedAt = -1
     for (let i = 0; i < batch.items.length && blockedAt < 0; i++) if (Atomics.load(batch.claims, i) === STARTED) blockedAt = i
-    this.#deliverKept(slot, batch)
-    if (blockedAt < 0) {
-      batch.timer = setTimeout(() => this.#stall(slot, batch), this.#options.stallMs)
+    const since = blockedAt < 0 ? 0 : Date.now() - (batch.startedAt[0] as number)
+    // A worker making progress sends its answers itself, every millisecond or so.
+    if (blockedAt < 0 || since >= this.#options.stallMs / 2) this.#deliverKept(slot, batch)
+    if (since < this.#options.stallMs / 2) {
+      batch.timer = setTimeout(() => this.#stall(slot, batch), blockedAt < 0 ? this.#options.stallMs : this.#options.stallMs / 2 - since)
       batch.timer.unref?.()
       return
     }

@@ -5,7 +5,7 @@
  * tear-down repeat for every volume on the I/O worker (io-workers.ts), in batches; the rest on
  * libuv's threadpool.
  */
-import { access, chmod, lchown, open, readdir, readlink, realpath, rename, stat, symlink, truncate, writeFile } from 'node:fs/promises'
+import { access, lchown, open, readdir, readlink, realpath, rename, stat, symlink, truncate, writeFile } from 'node:fs/promises'
 import { constants as osConstants } from 'node:os'
 import { basename, dirname, posix } from 'node:path'
 import type {
@@ -93,19 +93,29 @@ export class LinuxHost implements Host {
   readonly #table: MountTable
   /** Recursive mkdirs in flight, by directory: concurrent callers share one. */
   readonly #making = new Map<string, Promise<boolean>>()
+  /**
+   * lstats asked for in this turn of the event loop with no other call of the host after them, by
+   * path: the I/O worker would make them back to back in one batch, so one call answers them all
+   * (the ten volumes of a pod torn down at once check the same seven directories). Any other call
+   * ends the sharing, so an lstat is never answered from before a call asked for ahead of it.
+   */
+  #lstats: Map<string, Promise<FileFields | null>> | undefined
+  /** {@link #sys} without ending the sharing of lstats: for the lstats themselves. */
+  readonly #lstatSys: Sys
 
   constructor(options: LinuxHostOptions = {}, capabilities: { loopDevices: boolean } = { loopDevices: true }) {
     this.#options = resolveLinuxHostOptions(options)
     this.#runner = new CallRunner({ clock: this.#options.clock, timeoutMs: this.#options.callTimeoutMs, maxStalledCalls: this.#options.maxStalledCalls })
     // One worker per call that may be stuck, and one more for the rest.
     this.#io = new IoWorkers({ maxWorkers: this.#options.maxStalledCalls + 1, stallMs: IO_STALL_MS })
-    this.#sys = createSys(this.#runner, libc, {
+    this.#lstatSys = createSys(this.#runner, libc, {
       keyOf: (path) => this.#keyOf(path),
       freshKeyOf: async (path) => {
         await this.#table.entries()
         return this.#keyOf(path)
       },
     })
+    this.#sys = this.#endingLstatSharing(this.#lstatSys)
     this.#table = new MountTable(libc, '/proc/self/mountinfo', () =>
       this.#sys.fs('read', '/proc/self/mountinfo', (call) => this.#io.run<string>(['readFile', '/proc/self/mountinfo', true], call), { key: '/proc' }),
     )
@@ -116,7 +126,10 @@ export class LinuxHost implements Host {
     }
     this.blockDevices = createBlockDevices(sys)
     this.filesystems = createFilesystems({
-      run: spawnTools(this.#options.toolTimeoutMs, this.#options.toolEnv),
+      run: ((tools) => (...args) => {
+        this.#lstats = undefined
+        return tools(...args)
+      })(spawnTools(this.#options.toolTimeoutMs, this.#options.toolEnv)),
       requireDevice: async (device, syscall) => {
         await sys.fs(syscall, device, () => stat(device))
       },
@@ -130,6 +143,25 @@ export class LinuxHost implements Host {
         () => true,
         () => false,
       ),
+    }
+  }
+
+  // Every call but an lstat ends the sharing of lstats asked for before it.
+  #endingLstatSharing(sys: Sys): Sys {
+    return {
+      libc: sys.libc,
+      raw: (...args) => {
+        this.#lstats = undefined
+        return sys.raw(...args)
+      },
+      call: (...args) => {
+        this.#lstats = undefined
+        return sys.call(...args)
+      },
+      fs: (...args) => {
+        this.#lstats = undefined
+        return sys.fs(...args)
+      },
     }
   }
 
@@ -168,7 +200,19 @@ export class LinuxHost implements Host {
   // ---- files ----
 
   lstat(path: string): Promise<FileInfo | null> {
-    return this.#sys.fs('lstat', path, (call) => this.#io.run<FileFields | null>(['lstat', path], call)).then((fields) => fields && toFileInfo(fields))
+    let fields = this.#lstats?.get(path)
+    if (!fields) {
+      fields = this.#lstatSys.fs('lstat', path, (call) => this.#io.run<FileFields | null>(['lstat', path], call))
+      if (!this.#lstats) {
+        const shared = new Map<string, Promise<FileFields | null>>()
+        this.#lstats = shared
+        setImmediate(() => {
+          if (this.#lstats === shared) this.#lstats = undefined
+        })
+      }
+      this.#lstats.set(path, fields)
+    }
+    return fields.then((f) => f && toFileInfo(f))
   }
 
   stat(path: string): Promise<FileInfo | null> {
@@ -241,24 +285,30 @@ export class LinuxHost implements Host {
   /**
    * One call on the I/O worker: per path a statx that tells a mount root (the kernel's answer,
    * current whether or not the mount table is), then the remove. A path the current table lists is
-   * a mount point known with no call: then, and on a kernel whose statx cannot tell a mount root,
-   * each path is checked and removed as two calls.
+   * a mount point known with no call: the paths before it are the one call, and from it on (and on
+   * a kernel whose statx cannot tell a mount root) each path is checked and removed as two calls.
    */
   async removeUnmounted(paths: readonly string[]): Promise<void> {
     const normalized = paths.map((p) => posix.resolve(p))
     const first = normalized[0]
     if (first === undefined) return
+    // A path the current table lists is a mount point known with no call: the paths before it are
+    // the worker's call, and the check of it ends the rest (EBUSY) with no call either.
     const last = this.#table.lastTargets()
+    const listed = last?.current ? normalized.findIndex((p) => last.targets.has(p)) : -1
+    const upTo = listed < 0 ? normalized.length : listed
     let from = 0
-    if (!(last?.current && normalized.some((p) => last.targets.has(p)))) {
+    if (upTo > 0) {
       const [stoppedAt, errno, syscall] = await this.#sys.fs('unlink', first, (call) =>
-        this.#io.run<RemoveUnmounted>(['removeUnmounted', normalized, c.AT_SYMLINK_NOFOLLOW | c.AT_STATX_DONT_SYNC, c.STATX_TYPE, c.STATX_ATTR_MOUNT_ROOT], call),
+        this.#io.run<RemoveUnmounted>(['removeUnmounted', normalized.slice(0, upTo), c.AT_SYMLINK_NOFOLLOW | c.AT_STATX_DONT_SYNC, c.STATX_TYPE, c.STATX_ATTR_MOUNT_ROOT], call),
       )
+      from = stoppedAt
       const path = paths[stoppedAt]
       if (path === undefined) return
-      if (syscall === 'statx' && errno === osErrno.EBUSY) throw new HostError('EBUSY', 'remove', path, 'a mount point')
-      if (errno !== 0) throw errnoError(errno, syscall, path)
-      from = stoppedAt
+      if (stoppedAt < upTo) {
+        if (syscall === 'statx' && errno === osErrno.EBUSY) throw new HostError('EBUSY', 'remove', path, 'a mount point')
+        if (errno !== 0) throw errnoError(errno, syscall, path)
+      }
     }
     await removeUnmountedOneByOne(this, paths.slice(from))
   }
@@ -278,7 +328,7 @@ export class LinuxHost implements Host {
   }
 
   async chmod(path: string, mode: number): Promise<void> {
-    await this.#sys.fs('chmod', path, () => chmod(path, mode))
+    await this.#sys.fs('chmod', path, (call) => this.#io.run(['chmod', path, mode], call))
   }
 
   async lchown(path: string, uid: number, gid: number): Promise<void> {

@@ -5,7 +5,7 @@
 import type { Pod } from '../api/kubernetes.js'
 import { parseQuantity } from '../api/quantity.js'
 import type { VolumeSpec } from '../api/volume-spec.js'
-import { isHostError } from '../errors.js'
+import { HostError, isHostError } from '../errors.js'
 import type { FsStats, Host } from '../host/host.js'
 import { joinPath } from '../paths.js'
 import type { Mounter, MounterArgs, VolumePlugin, VolumePluginContext } from './plugin.js'
@@ -125,9 +125,27 @@ export function createEmptyDirPlugin(options: EmptyDirPluginOptions = {}): Volum
         async tearDown() {
           const { host } = context
           const plugin = pluginDir(context, podUID, innerName)
+          const marker = joinPath(plugin, 'ready')
           // The ready marker first (a crash from here on sets the volume up again), then what is
-          // left of its directory: usually nothing, which a host removes in one call.
-          await host.remove(joinPath(plugin, 'ready')).catch((err: unknown) => {
+          // left of its directory, then the volume's directory, unmounted first if it is a mount
+          // point. Usually all three are a file and two empty directories, and none a mount point:
+          // then one call where the host can make it one, which stops before a mount point and at
+          // anything in the way.
+          if (host.removeUnmounted) {
+            try {
+              await host.removeUnmounted([marker, plugin, dir])
+              return
+            } catch (err) {
+              // Stopped at the volume's directory (a tmpfs mounted there, files left in it, a
+              // broken mount): the marker and its directory are gone; the long way from there.
+              if (err instanceof HostError && err.path === dir) {
+                await tearDownEmptyDirAt(host, dir)
+                return
+              }
+              // Stopped earlier (the fsGroup record left in the marker's directory): every step again.
+            }
+          }
+          await host.remove(marker).catch((err: unknown) => {
             if (!isHostError(err, 'ENOENT')) throw err
           })
           await host.removeAll(plugin)
