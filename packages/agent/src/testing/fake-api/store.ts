@@ -139,7 +139,16 @@ export class FakeStore {
 
   /** Changes after `rv` (which must not be older than the compacted resourceVersion). */
   changesSince(rv: number): Change[] {
-    return this.#history.filter((c) => c.rv > rv)
+    // The history is in resourceVersion order: find the first change after `rv` by bisection, since
+    // every watch that resumes asks (a fleet of single-object watches asks thousands of times).
+    let lo = 0
+    let hi = this.#history.length
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1
+      if ((this.#history[mid] as Change).rv > rv) hi = mid
+      else lo = mid + 1
+    }
+    return this.#history.slice(lo)
   }
 
   #key(info: ResourceInfo, namespace: string | undefined, name: string): string {
