@@ -303,7 +303,7 @@ describe('single-object watches of a node (the kubelet watching a ConfigMap or S
     const list = await call(one('configmaps', 'mine'), { token })
     expect(list.status).toBe(200)
     expect(list.body).toMatchObject({ kind: 'ConfigMapList', items: [{ metadata: { name: 'mine' }, data: { a: '1' } }] })
-    const rv = (list.body?.metadata as { resourceVersion: string }).resourceVersion
+    const rv = (list.body?.metadata as { resourceVersion?: string } | undefined)?.resourceVersion ?? ""
     const { status, events } = await watchEvents(one('configmaps', 'mine', `&watch=true&resourceVersion=${rv}`), 2, token, () => {
       setTimeout(() => {
         api.patch('ConfigMap', 'default', 'other', { data: { x: 'y' } })
