@@ -106,6 +106,8 @@ export class FakeStore {
   readonly #objects = new Map<string, KubeObject>()
   readonly #history: Change[] = []
   readonly #listeners = new Set<ChangeListener>()
+  /** Listeners of one object only (a single-object watch), by key: the fan-out of a change stays small however many there are. */
+  readonly #objectListeners = new Map<string, Set<ChangeListener>>()
   readonly #maxHistory: number
   readonly #now: () => number
 
@@ -132,9 +134,23 @@ export class FakeStore {
     this.#compactedRV = this.#rv
   }
 
-  subscribe(listener: ChangeListener): () => void {
-    this.#listeners.add(listener)
-    return () => this.#listeners.delete(listener)
+  /** Calls `listener` with every change, or only with the changes of one object. */
+  subscribe(listener: ChangeListener, only?: { readonly resource: ResourceInfo; readonly namespace?: string; readonly name: string }): () => void {
+    if (!only) {
+      this.#listeners.add(listener)
+      return () => this.#listeners.delete(listener)
+    }
+    const key = this.#key(only.resource, only.namespace, only.name)
+    let set = this.#objectListeners.get(key)
+    if (!set) {
+      set = new Set()
+      this.#objectListeners.set(key, set)
+    }
+    set.add(listener)
+    return () => {
+      set.delete(listener)
+      if (set.size === 0 && this.#objectListeners.get(key) === set) this.#objectListeners.delete(key)
+    }
   }
 
   /** Changes after `rv` (which must not be older than the compacted resourceVersion). */
@@ -177,6 +193,8 @@ export class FakeStore {
       this.#compactedRV = (dropped[dropped.length - 1] as Change).rv
     }
     for (const listener of [...this.#listeners]) listener(change)
+    const key = this.#key(info, object.metadata.namespace, object.metadata.name ?? '')
+    for (const listener of [...(this.#objectListeners.get(key) ?? [])]) listener(change)
   }
 
   /** Creates an object; fills uid, resourceVersion, creationTimestamp, namespace and a generated name. */
