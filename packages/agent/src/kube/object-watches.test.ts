@@ -77,6 +77,14 @@ describe('the API object reader with the Watch strategy', () => {
     expect(api.countRequests({ verb: 'list', resource: 'configmaps', user: USER })).toBeGreaterThan(0)
   })
 
+  it('does not watch an immutable object once it has read it, as the kubelet', async () => {
+    api.create('Secret', { metadata: { name: 'fixed', namespace: 'default' }, immutable: true, data: { k: 'dg==' } })
+    addPod('web', [{ name: 's', secret: { secretName: 'fixed' } }])
+    expect((await reader.getSecret('default', 'fixed')).data).toEqual({ k: 'dg==' })
+    expect(api.countRequests({ verb: 'list', resource: 'secrets', user: USER })).toBe(1)
+    expect(api.countRequests({ verb: 'watch', resource: 'secrets', user: USER })).toBe(0)
+  })
+
   it('reads an object no pod volume references (a CSI driver secret) by GET, and watches nothing for it', async () => {
     addPod('csi', [{ name: 'v', csi: { driver: 'd', nodePublishSecretRef: { name: 'driver-secret' } } }])
     expect((await reader.getSecret('default', 'driver-secret')).metadata.name).toBe('driver-secret')

@@ -107,7 +107,7 @@ function buildGraph(store: FakeStore, node: string): Related {
     persistentvolumes: new Set(),
     serviceaccounts: new Set(),
   }
-  for (const pod of store.list(resourceOf('pods'))) {
+  for (const pod of store.objects(resourceOf('pods'))) {
     const spec = pod.spec as { nodeName?: string; volumes?: Volume[]; serviceAccountName?: string } | undefined
     if (spec?.nodeName !== node) continue
     const ns = pod.metadata.namespace ?? 'default'

@@ -185,6 +185,15 @@ export class FakeStore {
       .map(([, object]) => clone(object))
   }
 
+  /**
+   * The stored objects of a resource, not copied: for readers inside the fake (the authorizer's
+   * graph) that only look. Nothing given out may be changed.
+   */
+  *objects(info: ResourceInfo): Iterable<Readonly<KubeObject>> {
+    const prefix = `${info.plural}/`
+    for (const [key, object] of this.#objects) if (key.startsWith(prefix)) yield object
+  }
+
   #record(type: WatchEventType, info: ResourceInfo, object: KubeObject, previous?: KubeObject): void {
     const change: Change = { rv: this.#rv, type, resource: info, object: clone(object), ...(previous ? { previous: clone(previous) } : {}) }
     this.#history.push(change)
