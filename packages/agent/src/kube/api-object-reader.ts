@@ -74,6 +74,7 @@ const KINDS: Readonly<Record<string, string>> = {
  */
 export interface ApiObjectReader extends ObjectReader {
   subscribe(listener: (changed?: ObjectReference) => void): () => void
+  /** True with the `Watch` strategy and a pod source: changes of the ConfigMaps and Secrets volumes read are announced as they happen. */
   readonly announcesChanges: boolean
   /** The watches of referenced ConfigMaps and Secrets (`Watch` strategy): `start()` follows the pods, `stop()` ends every watch. */
   readonly objectWatches: { start(): void; stop(): void; readonly size: number }

@@ -115,6 +115,7 @@ export interface FakeApiServer {
   countRequests(filter?: RequestFilter): number
   /** Every request counter (verb, resource, user). */
   requestCounts(): RequestCount[]
+  /** Sets every request counter back to zero (the request log stays). */
   resetRequestCounts(): void
   close(): Promise<void>
 }
