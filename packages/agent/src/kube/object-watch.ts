@@ -99,8 +99,9 @@ export class ObjectWatch {
     let attempt = 0
     while (!this.#stop.signal.aborted) {
       try {
+        // The delay resets only once a watch has run its course: a list that succeeds before a
+        // watch that keeps failing must not make the retries come at the first delay forever.
         await this.#list()
-        attempt = 0
         // Watch until the history we resume from is gone (410): then list again. An immutable object
         // cannot change any more (only go): as the kubelet, stop watching it.
         while (!this.#stop.signal.aborted && !this.#immutable() && (await this.#watchOnce()) === 'closed') attempt = 0

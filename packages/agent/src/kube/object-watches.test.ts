@@ -77,6 +77,15 @@ describe('the API object reader with the Watch strategy', () => {
     expect(api.countRequests({ verb: 'list', resource: 'configmaps', user: USER })).toBeGreaterThan(0)
   })
 
+  it('lists again after failed lists and serves the object once a list succeeds', async () => {
+    api.failNext({ method: 'GET', path: '/api/v1/namespaces/default/configmaps', status: 500, message: 'etcd is down', times: 2 })
+    addPod('web', [{ name: 'c', configMap: { name: 'mine' } }])
+    expect((await reader.getConfigMap('default', 'mine')).data).toEqual({ a: '1' })
+    // Two failed lists (not counted: refused before authorization), then the one that succeeded.
+    expect(api.requests.filter((r) => r.path === '/api/v1/namespaces/default/configmaps' && !r.watch).map((r) => r.status)).toEqual([500, 500, 200])
+    await until('watching', () => api.openWatches('configmaps') === 1)
+  })
+
   it('does not watch an immutable object once it has read it, as the kubelet', async () => {
     api.create('Secret', { metadata: { name: 'fixed', namespace: 'default' }, immutable: true, data: { k: 'dg==' } })
     addPod('web', [{ name: 's', secret: { secretName: 'fixed' } }])
