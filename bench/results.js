@@ -2,7 +2,7 @@
 import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises'
 
 const dir = new URL('./results/', import.meta.url)
-const ORDER = ['start-up', 'pod-startup', 'node-scale', 'soak', 'reconstruction', 'linux-host']
+const ORDER = ['start-up', 'pod-startup', 'node-scale', 'soak', 'reconstruction', 'linux-host', 'api-load']
 
 export async function writeResult(name, json, markdown) {
   await mkdir(dir, { recursive: true })

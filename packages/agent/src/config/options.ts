@@ -48,6 +48,7 @@ const millis = (min: number) => z.preprocess((v) => (typeof v === 'string' ? (pa
 const mode = z.enum(['static', 'api'])
 const hostKind = z.enum(['mock', 'linux'])
 const logFormat = z.enum(['auto', 'json', 'text'])
+const changeDetection = z.enum(['Watch', 'Cache', 'Get'])
 
 /** `name=endpoint,name=endpoint` (a flag or variable) as the list a config file gives. */
 function parseCsiDrivers(value: unknown): unknown {
@@ -112,6 +113,7 @@ export const agentConfigSchema = z
     nodeLabels: nodeLabels.default({}),
     kubeconfig: z.string().min(1).optional(),
     objectCacheTtlMs: millis(0).default(5_000),
+    configMapAndSecretChangeDetectionStrategy: changeDetection.default('Watch'),
     nodeStatusPeriodMs: millis(10).default(10_000),
     watchRetryMs: millis(1).default(1_000),
     address: z.string().min(1).default('127.0.0.1'),
@@ -239,10 +241,18 @@ export const AGENT_OPTIONS: readonly AgentOption[] = [
     { value: 'KEY=VALUE,...' },
   ),
   option('kubeconfig', 'string', 'The kubeconfig file: pods come from the Kubernetes API (implies --mode=api).', 'a file path', 'in-cluster config, else $KUBECONFIG or ~/.kube/config', { value: 'FILE' }),
-  option('objectCacheTtlMs', 'duration', 'API mode: how long a PVC, PV, ConfigMap, Secret or CSIDriver read is reused.', duration(0), '5s', {
+  option('objectCacheTtlMs', 'duration', 'API mode: how long a PVC, PV or CSIDriver read (a ConfigMap or Secret one with the Cache strategy) is reused.', duration(0), '5s', {
     flag: '--object-cache-ttl',
     aliases: [ms('--object-cache-ttl-ms')],
   }),
+  option(
+    'configMapAndSecretChangeDetectionStrategy',
+    'enum',
+    "API mode: how changes of the ConfigMaps and Secrets volumes read are found, as the kubelet's option of that name: Watch (a watch per referenced object; a change reaches the files at once, an idle node only renews its watches), Cache (a GET reused for --object-cache-ttl; changes found on each one-minute pod sync), Get (a GET on every read).",
+    '"Watch", "Cache" or "Get"',
+    'Watch',
+    { value: 'STRATEGY' },
+  ),
   option('nodeStatusPeriodMs', 'duration', 'API mode: how often node.status.volumesInUse is checked besides on every change.', duration(10), '10s', {
     flag: '--node-status-update-frequency',
     aliases: [ms('--node-status-period-ms')],

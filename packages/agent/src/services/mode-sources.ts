@@ -54,7 +54,11 @@ export interface ApiSourcesOptions {
   readonly onRestart: (resource: string, reason: string) => void
 }
 
-/** API mode: the pods bound to the node from a watch, objects by GET (the Node from a watch), tokens by TokenRequest. */
+/**
+ * API mode: the pods bound to the node from a watch, the ConfigMaps and Secrets they reference from
+ * a watch each (with the default strategy), other objects by GET (the Node from a watch), tokens by
+ * TokenRequest.
+ */
 export function apiSources(options: ApiSourcesOptions): ModeSources {
   const { config, kube, clients, logger, clock, onRestart } = options
   const registration = kube.createNodeRegistration({
@@ -67,7 +71,17 @@ export function apiSources(options: ApiSourcesOptions): ModeSources {
     logger,
   })
   const podSource = kube.createApiPodSource({ clients, nodeName: config.nodeName, retryMs: config.watchRetryMs, logger, onRestart })
-  const reader = kube.createApiObjectReader({ clients, nodeName: config.nodeName, ttlMs: config.objectCacheTtlMs, retryMs: config.watchRetryMs, logger, clock, onRestart })
+  const reader = kube.createApiObjectReader({
+    clients,
+    nodeName: config.nodeName,
+    ttlMs: config.objectCacheTtlMs,
+    changeDetection: config.configMapAndSecretChangeDetectionStrategy,
+    pods: podSource.pods,
+    retryMs: config.watchRetryMs,
+    logger,
+    clock,
+    onRestart,
+  })
   return {
     pods: podSource.pods,
     objects: reader,
@@ -87,11 +101,14 @@ export function apiSources(options: ApiSourcesOptions): ModeSources {
     source: defineService('api-watch', {
       create: () => podSource,
       start: async () => {
+        // Before the pods arrive, so the first pods' objects are watched from the start.
+        reader.objectWatches.start()
         await Promise.all([podSource.informer.start(), reader.nodeInformer.start()])
       },
       ready: (s) => (s.informer.synced() ? undefined : 'no pod list has arrived yet'),
       stop: async (s) => {
         try {
+          reader.objectWatches.stop()
           await reader.nodeInformer.stop()
         } finally {
           await s.informer.stop()

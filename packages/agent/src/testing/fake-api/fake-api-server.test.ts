@@ -286,6 +286,97 @@ describe('the Node authorizer', () => {
   })
 })
 
+describe('single-object watches of a node (the kubelet watching a ConfigMap or Secret)', () => {
+  const setup = () => {
+    const token = api.nodeToken('n1')
+    api.create('ConfigMap', { metadata: { name: 'mine', namespace: 'default' }, data: { a: '1' } })
+    api.create('ConfigMap', { metadata: { name: 'other', namespace: 'default' } })
+    api.create('Secret', { metadata: { name: 'theirs', namespace: 'default' } })
+    api.create('Pod', pod('a', 'n1', { volumes: [{ name: 'c', configMap: { name: 'mine' } }] }))
+    api.create('Pod', pod('b', 'n2', { volumes: [{ name: 's', secret: { secretName: 'theirs' } }] }))
+    return token
+  }
+  const one = (resource: string, name: string, rest = '') => `/api/v1/namespaces/default/${resource}?fieldSelector=metadata.name%3D${name}${rest}`
+
+  it('lists and follows the one object: MODIFIED and DELETED events with kind and apiVersion, nothing of other objects', async () => {
+    const token = setup()
+    const list = await call(one('configmaps', 'mine'), { token })
+    expect(list.status).toBe(200)
+    expect(list.body).toMatchObject({ kind: 'ConfigMapList', items: [{ metadata: { name: 'mine' }, data: { a: '1' } }] })
+    const rv = (list.body?.metadata as { resourceVersion?: string } | undefined)?.resourceVersion ?? ""
+    const { status, events } = await watchEvents(one('configmaps', 'mine', `&watch=true&resourceVersion=${rv}`), 2, token, () => {
+      setTimeout(() => {
+        api.patch('ConfigMap', 'default', 'other', { data: { x: 'y' } })
+        api.patch('ConfigMap', 'default', 'mine', { data: { a: '2' } })
+        api.delete('ConfigMap', 'default', 'mine')
+      }, 20)
+    })
+    expect(status).toBe(200)
+    expect(events.map((e) => [e.type, e.object.kind, e.object.apiVersion, (e.object.metadata as { name: string }).name, e.object.data])).toEqual([
+      ['MODIFIED', 'ConfigMap', 'v1', 'mine', { a: '2' }],
+      ['DELETED', 'ConfigMap', 'v1', 'mine', { a: '2' }],
+    ])
+  })
+
+  it.each([
+    ['a list without the name selector', '/api/v1/namespaces/default/configmaps?watch=true', 'can only watch individual configmaps'],
+    ['a Secret of a pod of another node', one('secrets', 'theirs', '&watch=true'), "no relationship found between node 'n1' and this object"],
+    ['a ConfigMap no pod references', one('configmaps', 'other', '&watch=true'), "no relationship found between node 'n1' and this object"],
+  ])('refuses %s with 403', async (_case, path, reason) => {
+    const token = setup()
+    const res = await call(path, { token })
+    expect(res.status).toBe(403)
+    expect(res.body).toMatchObject({ kind: 'Status', reason: 'Forbidden', code: 403 })
+    expect(res.body?.message).toContain(reason)
+  })
+
+  it('answers a compacted resourceVersion with an ERROR 410 event in an HTTP 200 stream', async () => {
+    const token = setup()
+    const rv = api.store.resourceVersion
+    api.patch('ConfigMap', 'default', 'mine', { data: { a: '2' } })
+    api.compact()
+    const { status, events } = await watchEvents(one('configmaps', 'mine', `&watch=true&resourceVersion=${rv}`), 1, token)
+    expect(status).toBe(200)
+    expect(events).toEqual([{ type: 'ERROR', object: expect.objectContaining({ kind: 'Status', code: 410, reason: 'Expired' }) }])
+  })
+
+  it('sends a bookmark only to a watch that asked, with only the resourceVersion', async () => {
+    const token = setup()
+    const rv = String(api.store.resourceVersion)
+    const marked = await watchEvents(one('configmaps', 'mine', `&watch=true&allowWatchBookmarks=true&resourceVersion=${rv}`), 1, token, () => {
+      setTimeout(() => api.patch('ConfigMap', 'default', 'other', { data: { x: 'y' } }), 10)
+    })
+    expect(marked.events).toEqual([{ type: 'BOOKMARK', object: { kind: 'ConfigMap', apiVersion: 'v1', metadata: { resourceVersion: String(api.store.resourceVersion) } } }])
+    const plain = await watchEvents(one('configmaps', 'mine', `&watch=true&resourceVersion=${api.store.resourceVersion}`), 1, token, () => {
+      setTimeout(() => api.patch('ConfigMap', 'default', 'other', { data: { x: 'z' } }), 10)
+    }, 300)
+    expect(plain.events).toEqual([])
+  })
+})
+
+describe('request counters', () => {
+  it('count requests by verb, resource (with its subresource) and user; a refused one counts too', async () => {
+    const token = api.nodeToken('n1')
+    api.create('Node', { metadata: { name: 'n1' } })
+    api.create('ConfigMap', { metadata: { name: 'cm', namespace: 'default' } })
+    await call('/api/v1/nodes/n1', { token })
+    await call('/api/v1/nodes/n1', { token })
+    await call('/api/v1/namespaces/default/configmaps/cm', { token })
+    await call('/api/v1/nodes/n1/status', { token, method: 'PATCH', body: { status: {} }, contentType: 'application/merge-patch+json' })
+    await call('/api/v1/namespaces/default/configmaps/cm')
+    expect(api.requestCounts()).toEqual([
+      { verb: 'get', resource: 'configmaps', user: 'kubernetes-admin', count: 1 },
+      { verb: 'get', resource: 'configmaps', user: 'system:node:n1', count: 1 },
+      { verb: 'get', resource: 'nodes', user: 'system:node:n1', count: 2 },
+      { verb: 'patch', resource: 'nodes/status', user: 'system:node:n1', count: 1 },
+    ])
+    expect(api.countRequests({ user: 'system:node:n1' })).toBe(4)
+    expect(api.countRequests({ verb: 'get', user: (u) => u.startsWith('system:node:') })).toBe(3)
+    api.resetRequestCounts()
+    expect(api.countRequests()).toBe(0)
+  })
+})
+
 describe('a claim status written by a node (Node authorizer and NodeRestriction)', () => {
   it("lets a node patch the expansion fields of its pods' claims, nothing else, nobody else's", async () => {
     const token = api.nodeToken('n1')

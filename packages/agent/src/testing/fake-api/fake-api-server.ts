@@ -19,6 +19,7 @@ import { type Identity, type Verb, admitNodeUpdate, authorize } from './node-aut
 import { matchesFields, matchesLabels, parseFieldSelector, parseLabelSelector } from './selectors.js'
 import { StatusError, badRequest, methodNotAllowed, notFound, statusBody, unauthorized, unsupportedMediaType } from './status.js'
 import { ObjectWrites } from './object-writes.js'
+import { type RequestCount, RequestCounter, type RequestFilter } from './request-counter.js'
 import { FakeStore, type KubeObject, RESOURCES, type ResourceInfo, resourceOf, withTypeMeta, withoutTypeMeta } from './store.js'
 import { WatchStream } from './watch-stream.js'
 
@@ -104,8 +105,18 @@ export interface FakeApiServer {
   compact(): void
   /** Answers the next matching requests with an error Status. */
   failNext(rule: FailureRule): void
-  /** Every request so far. */
+  /** The last 10,000 requests. */
   readonly requests: readonly RequestRecord[]
+  /**
+   * Requests that reached authorization (authenticated, a served path) matching `filter`, since the
+   * start or the last {@link resetRequestCounts}: `countRequests({ verb: 'get', resource: 'configmaps', user: 'system:node:n1' })`.
+   * A watch counts once, when it starts.
+   */
+  countRequests(filter?: RequestFilter): number
+  /** Every request counter (verb, resource, user). */
+  requestCounts(): RequestCount[]
+  /** Sets every request counter back to zero (the request log stays). */
+  resetRequestCounts(): void
   close(): Promise<void>
 }
 
@@ -165,6 +176,7 @@ export async function startFakeApiServer(options: FakeApiServerOptions = {}): Pr
   tokens.set(adminToken, { user: 'kubernetes-admin', groups: ['system:masters', 'system:authenticated'] })
   const watches = new Set<WatchStream>()
   const requests: RequestRecord[] = []
+  const counter = new RequestCounter()
   const failures: { rule: FailureRule; left: number }[] = []
   const bookmarkIntervalMs = options.bookmarkIntervalMs ?? 60_000
   const stopController = options.attachDetachController ? startAttachDetachController(store) : () => {}
@@ -198,6 +210,7 @@ export async function startFakeApiServer(options: FakeApiServerOptions = {}): Pr
     const verb: Verb =
       method === 'GET' ? (name ? 'get' : isWatch ? 'watch' : 'list') : method === 'POST' ? 'create' : method === 'PUT' ? 'update' : method === 'PATCH' ? 'patch' : method === 'DELETE' ? 'delete' : 'get'
     if (!['GET', 'POST', 'PUT', 'PATCH', 'DELETE'].includes(method)) throw methodNotAllowed()
+    counter.add(verb, subresource ? `${info.plural}/${subresource}` : info.plural, identity.user)
     const fields = parseFieldSelector(query.get('fieldSelector'), info.plural)
     if (!fields.ok) throw badRequest(fields.message)
     const labels = parseLabelSelector(query.get('labelSelector'))
@@ -248,8 +261,10 @@ export async function startFakeApiServer(options: FakeApiServerOptions = {}): Pr
       if (query.get('resourceVersionMatch') === 'Exact' && rv && Number(rv) < store.compactedResourceVersion) {
         throw new StatusError(statusBody(410, 'Expired', `The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. (requested ${rv}, compacted ${store.compactedResourceVersion})`))
       }
-      const items = store
-        .list(info, namespace)
+      // A list of one name (a node's single-object list) is a lookup, not a scan of the store.
+      const only = fields.value.find((f) => f.field === 'metadata.name' && f.op === '=')?.value
+      const candidates = only !== undefined && (namespace !== undefined || !info.namespaced) ? [store.get(info, namespace, only)].filter((o) => o !== undefined) : store.list(info, namespace)
+      const items = candidates
         .filter((o) => (namespace === undefined || !info.namespaced || o.metadata.namespace === namespace))
         .filter((o) => matchesFields(o, fields.value) && matchesLabels(o, labels.value))
         .map(withoutTypeMeta)
@@ -355,6 +370,9 @@ export async function startFakeApiServer(options: FakeApiServerOptions = {}): Pr
     get requests() {
       return requests
     },
+    countRequests: (filter) => counter.total(filter),
+    requestCounts: () => counter.counts(),
+    resetRequestCounts: () => counter.reset(),
     nodeToken(node) {
       const token = `node-${node}`
       tokens.set(token, { user: `system:node:${node}`, groups: ['system:nodes', 'system:authenticated'] })

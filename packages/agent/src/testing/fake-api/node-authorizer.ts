@@ -71,8 +71,34 @@ type Volume = {
   csi?: { nodePublishSecretRef?: { name?: string } }
 }
 
-/** The graph of objects related to a node, from the pods bound to it. */
+/**
+ * The graphs already built, per store and node. As the real authorizer keeps a graph it updates on
+ * pod, claim and volume changes (rather than reading every pod on each request), a graph here is
+ * kept until one of those changes: a fleet of nodes each asking for its objects stays cheap.
+ */
+const graphs = new WeakMap<FakeStore, Map<string, Related>>()
+const GRAPH_RESOURCES = new Set(['pods', 'persistentvolumeclaims', 'persistentvolumes'])
+
 function relatedTo(store: FakeStore, node: string): Related {
+  let byNode = graphs.get(store)
+  if (!byNode) {
+    const built = new Map<string, Related>()
+    store.subscribe((change) => {
+      if (GRAPH_RESOURCES.has(change.resource.plural)) built.clear()
+    })
+    graphs.set(store, built)
+    byNode = built
+  }
+  let related = byNode.get(node)
+  if (!related) {
+    related = buildGraph(store, node)
+    byNode.set(node, related)
+  }
+  return related
+}
+
+/** The graph of objects related to a node, from the pods bound to it. */
+function buildGraph(store: FakeStore, node: string): Related {
   const related: Related = {
     pods: new Set(),
     configmaps: new Set(),
@@ -81,7 +107,7 @@ function relatedTo(store: FakeStore, node: string): Related {
     persistentvolumes: new Set(),
     serviceaccounts: new Set(),
   }
-  for (const pod of store.list(resourceOf('pods'))) {
+  for (const pod of store.objects(resourceOf('pods'))) {
     const spec = pod.spec as { nodeName?: string; volumes?: Volume[]; serviceAccountName?: string } | undefined
     if (spec?.nodeName !== node) continue
     const ns = pod.metadata.namespace ?? 'default'

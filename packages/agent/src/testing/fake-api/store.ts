@@ -106,6 +106,8 @@ export class FakeStore {
   readonly #objects = new Map<string, KubeObject>()
   readonly #history: Change[] = []
   readonly #listeners = new Set<ChangeListener>()
+  /** Listeners of one object only (a single-object watch), by key: the fan-out of a change stays small however many there are. */
+  readonly #objectListeners = new Map<string, Set<ChangeListener>>()
   readonly #maxHistory: number
   readonly #now: () => number
 
@@ -132,14 +134,37 @@ export class FakeStore {
     this.#compactedRV = this.#rv
   }
 
-  subscribe(listener: ChangeListener): () => void {
-    this.#listeners.add(listener)
-    return () => this.#listeners.delete(listener)
+  /** Calls `listener` with every change, or only with the changes of one object. */
+  subscribe(listener: ChangeListener, only?: { readonly resource: ResourceInfo; readonly namespace?: string; readonly name: string }): () => void {
+    if (!only) {
+      this.#listeners.add(listener)
+      return () => this.#listeners.delete(listener)
+    }
+    const key = this.#key(only.resource, only.namespace, only.name)
+    let set = this.#objectListeners.get(key)
+    if (!set) {
+      set = new Set()
+      this.#objectListeners.set(key, set)
+    }
+    set.add(listener)
+    return () => {
+      set.delete(listener)
+      if (set.size === 0 && this.#objectListeners.get(key) === set) this.#objectListeners.delete(key)
+    }
   }
 
   /** Changes after `rv` (which must not be older than the compacted resourceVersion). */
   changesSince(rv: number): Change[] {
-    return this.#history.filter((c) => c.rv > rv)
+    // The history is in resourceVersion order: find the first change after `rv` by bisection, since
+    // every watch that resumes asks (a fleet of single-object watches asks thousands of times).
+    let lo = 0
+    let hi = this.#history.length
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1
+      if ((this.#history[mid] as Change).rv > rv) hi = mid
+      else lo = mid + 1
+    }
+    return this.#history.slice(lo)
   }
 
   #key(info: ResourceInfo, namespace: string | undefined, name: string): string {
@@ -160,6 +185,15 @@ export class FakeStore {
       .map(([, object]) => clone(object))
   }
 
+  /**
+   * The stored objects of a resource, not copied: for readers inside the fake (the authorizer's
+   * graph) that only look. Nothing given out may be changed.
+   */
+  *objects(info: ResourceInfo): Iterable<Readonly<KubeObject>> {
+    const prefix = `${info.plural}/`
+    for (const [key, object] of this.#objects) if (key.startsWith(prefix)) yield object
+  }
+
   #record(type: WatchEventType, info: ResourceInfo, object: KubeObject, previous?: KubeObject): void {
     const change: Change = { rv: this.#rv, type, resource: info, object: clone(object), ...(previous ? { previous: clone(previous) } : {}) }
     this.#history.push(change)
@@ -168,6 +202,8 @@ export class FakeStore {
       this.#compactedRV = (dropped[dropped.length - 1] as Change).rv
     }
     for (const listener of [...this.#listeners]) listener(change)
+    const key = this.#key(info, object.metadata.namespace, object.metadata.name ?? '')
+    for (const listener of [...(this.#objectListeners.get(key) ?? [])]) listener(change)
   }
 
   /** Creates an object; fills uid, resourceVersion, creationTimestamp, namespace and a generated name. */

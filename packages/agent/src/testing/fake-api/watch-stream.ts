@@ -75,7 +75,11 @@ export class WatchStream {
       for (const change of this.#store.changesSince(from)) this.#onChange(change)
       this.#lastRV = Math.max(from, this.#lastRV)
     }
-    this.#unsubscribe = this.#store.subscribe((change) => this.#onChange(change))
+    // A watch of one name (metadata.name=) hears only that object's changes, as the API server's
+    // watch cache triggers such watches by name.
+    const name = request.fields.find((f) => f.field === 'metadata.name' && f.op === '=')?.value
+    const only = name !== undefined && (request.namespace !== undefined || !request.resource.namespaced) ? { resource: request.resource, ...(request.namespace !== undefined ? { namespace: request.namespace } : {}), name } : undefined
+    this.#unsubscribe = this.#store.subscribe((change) => this.#onChange(change), only)
     if (request.bookmarks) {
       const timer = setInterval(() => this.sendBookmark(), request.bookmarkIntervalMs)
       timer.unref()
