@@ -54,44 +54,46 @@ function terminated(pod: KubeObject): boolean {
 
 const WATCHED = new Set(['nodes', 'pods', 'persistentvolumeclaims', 'persistentvolumes', 'csidrivers', 'volumeattachments'])
 
+/** The resources the model reads and writes. */
+const R = {
+  nodes: resourceOf('nodes'),
+  pods: resourceOf('pods'),
+  pvcs: resourceOf('persistentvolumeclaims'),
+  pvs: resourceOf('persistentvolumes'),
+  drivers: resourceOf('csidrivers'),
+  vas: resourceOf('volumeattachments'),
+}
+
+/** The attachments the pods bound to a node need, by VolumeAttachment name. */
+function wantedOn(store: FakeStore, node: string): Map<string, Wanted> {
+  const wanted = new Map<string, Wanted>()
+  for (const pod of store.list(R.pods)) {
+    const spec = (pod.spec ?? {}) as PodSpec
+    if (spec.nodeName !== node || terminated(pod)) continue
+    for (const volume of spec.volumes ?? []) {
+      const claim = volume.persistentVolumeClaim?.claimName
+      const pvc = claim ? store.get(R.pvcs, pod.metadata.namespace, claim) : undefined
+      const pvName = (pvc?.spec as { volumeName?: string } | undefined)?.volumeName
+      const pv = pvName ? store.get(R.pvs, undefined, pvName) : undefined
+      const csi = (pv?.spec as { csi?: { driver?: string; volumeHandle?: string } } | undefined)?.csi
+      if (!pvName || !csi?.driver || !csi.volumeHandle) continue
+      const driver = store.get(R.drivers, undefined, csi.driver)
+      if ((driver?.spec as { attachRequired?: boolean } | undefined)?.attachRequired === false) continue
+      wanted.set(volumeAttachmentName(csi.volumeHandle, csi.driver, node), { node, driver: csi.driver, handle: csi.volumeHandle, pv: pvName })
+    }
+  }
+  return wanted
+}
+
 /** Starts the model on a store; returns its stop function. */
 export function startAttachDetachController(store: FakeStore): () => void {
-  const R = {
-    nodes: resourceOf('nodes'),
-    pods: resourceOf('pods'),
-    pvcs: resourceOf('persistentvolumeclaims'),
-    pvs: resourceOf('persistentvolumes'),
-    drivers: resourceOf('csidrivers'),
-    vas: resourceOf('volumeattachments'),
-  }
   /** What each VolumeAttachment it made is for (its actual state of world). */
   const made = new Map<string, Wanted>()
-
-  /** The attachments the pods bound to a node need, by VolumeAttachment name. */
-  const wantedOn = (node: string): Map<string, Wanted> => {
-    const wanted = new Map<string, Wanted>()
-    for (const pod of store.list(R.pods)) {
-      const spec = (pod.spec ?? {}) as PodSpec
-      if (spec.nodeName !== node || terminated(pod)) continue
-      for (const volume of spec.volumes ?? []) {
-        const claim = volume.persistentVolumeClaim?.claimName
-        const pvc = claim ? store.get(R.pvcs, pod.metadata.namespace, claim) : undefined
-        const pvName = (pvc?.spec as { volumeName?: string } | undefined)?.volumeName
-        const pv = pvName ? store.get(R.pvs, undefined, pvName) : undefined
-        const csi = (pv?.spec as { csi?: { driver?: string; volumeHandle?: string } } | undefined)?.csi
-        if (!pvName || !csi?.driver || !csi.volumeHandle) continue
-        const driver = store.get(R.drivers, undefined, csi.driver)
-        if ((driver?.spec as { attachRequired?: boolean } | undefined)?.attachRequired === false) continue
-        wanted.set(volumeAttachmentName(csi.volumeHandle, csi.driver, node), { node, driver: csi.driver, handle: csi.volumeHandle, pv: pvName })
-      }
-    }
-    return wanted
-  }
 
   const syncNode = (node: KubeObject): void => {
     const nodeName = node.metadata.name as string
     if (node.metadata.annotations?.[CONTROLLER_MANAGED_ATTACH_DETACH] !== 'true') return
-    const wanted = wantedOn(nodeName)
+    const wanted = wantedOn(store, nodeName)
     for (const [name, w] of wanted) {
       made.set(name, w)
       if (store.get(R.vas, undefined, name)) continue

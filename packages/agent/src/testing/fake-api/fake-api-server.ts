@@ -11,17 +11,17 @@
  * watches, compact the history, make the next requests fail, and read the request log.
  */
 import { randomBytes } from 'node:crypto'
-import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http'
+import { type Server, createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { KubeConfig } from '@kubernetes/client-node'
 import { startAttachDetachController } from './attach-detach-controller.js'
-import { type Identity, type Verb, admitNodeUpdate, authorize } from './node-authorizer.js'
-import { matchesFields, matchesLabels, parseFieldSelector, parseLabelSelector } from './selectors.js'
-import { StatusError, badRequest, methodNotAllowed, notFound, statusBody, unauthorized, unsupportedMediaType } from './status.js'
+import type { Identity } from './node-authorizer.js'
 import { ObjectWrites } from './object-writes.js'
 import { type RequestCount, RequestCounter, type RequestFilter } from './request-counter.js'
-import { FakeStore, type KubeObject, RESOURCES, type ResourceInfo, resourceOf, withTypeMeta, withoutTypeMeta } from './store.js'
-import { WatchStream } from './watch-stream.js'
+import { RequestHandler, sendJson } from './request-handler.js'
+import { StatusError, statusBody } from './status.js'
+import { FakeStore, type KubeObject, resourceOf } from './store.js'
+import type { WatchStream } from './watch-stream.js'
 
 export interface FakeApiServerOptions {
   /** The interval of periodic bookmarks. @default 60000 (the API server's) */
@@ -120,241 +120,26 @@ export interface FakeApiServer {
   close(): Promise<void>
 }
 
-const PATCH_TYPES = new Set(['application/merge-patch+json', 'application/strategic-merge-patch+json', 'application/json-patch+json'])
-
-interface Route {
-  readonly resource: ResourceInfo
-  readonly namespace?: string
-  readonly name?: string
-  readonly subresource?: string
-}
-
-/** Parses `/api/v1/...` and `/apis/<group>/<version>/...`. */
-function route(path: string): Route | undefined {
-  const parts = path.split('/').filter(Boolean)
-  let rest: string[]
-  let group = ''
-  if (parts[0] === 'api' && parts[1] === 'v1') rest = parts.slice(2)
-  else if (parts[0] === 'apis' && parts.length >= 3) {
-    group = parts[1] as string
-    if (parts[2] !== 'v1') return undefined
-    rest = parts.slice(3)
-  } else return undefined
-  let namespace: string | undefined
-  if (rest[0] === 'namespaces' && rest.length >= 3) {
-    namespace = rest[1]
-    rest = rest.slice(2)
-  }
-  const resource = RESOURCES.find((r) => r.plural === rest[0] && r.group === group)
-  if (!resource) return undefined
-  if (namespace !== undefined && !resource.namespaced) return undefined
-  return { resource, ...(namespace !== undefined ? { namespace } : {}), ...(rest[1] ? { name: rest[1] } : {}), ...(rest[2] ? { subresource: rest[2] } : {}) }
-}
-
-async function readBody(req: IncomingMessage): Promise<unknown> {
-  const chunks: Buffer[] = []
-  for await (const chunk of req) chunks.push(chunk as Buffer)
-  const text = Buffer.concat(chunks).toString('utf8')
-  if (!text) return undefined
-  try {
-    return JSON.parse(text)
-  } catch {
-    throw badRequest('the server could not find the requested resource: invalid JSON in the request body')
-  }
-}
-
-function sendJson(res: ServerResponse, status: number, body: unknown): void {
-  res.writeHead(status, { 'Content-Type': 'application/json' })
-  res.end(JSON.stringify(body))
-}
-
 /** Starts the fake API server on 127.0.0.1 (a free port). */
 export async function startFakeApiServer(options: FakeApiServerOptions = {}): Promise<FakeApiServer> {
   const store = new FakeStore({ ...(options.startResourceVersion ? { startRV: options.startResourceVersion } : {}), ...(options.maxHistory ? { maxHistory: options.maxHistory } : {}) })
   const tokens = new Map<string, Identity>()
   const adminToken = `admin-${randomBytes(8).toString('hex')}`
   tokens.set(adminToken, { user: 'kubernetes-admin', groups: ['system:masters', 'system:authenticated'] })
-  const watches = new Set<WatchStream>()
-  const requests: RequestRecord[] = []
-  const counter = new RequestCounter()
-  const failures: { rule: FailureRule; left: number }[] = []
-  const bookmarkIntervalMs = options.bookmarkIntervalMs ?? 60_000
-  const stopController = options.attachDetachController ? startAttachDetachController(store) : () => {}
-
   const writes = new ObjectWrites(store)
-  const remove = (info: ResourceInfo, namespace: string | undefined, name: string, opts?: DeleteOptions): KubeObject => writes.remove(info, namespace, name, opts)
-  const update = (info: ResourceInfo, next: KubeObject): KubeObject => writes.update(info, next)
-  const patchObject: ObjectWrites['patch'] = (...args) => writes.patch(...args)
-
-  const handle = async (req: IncomingMessage, res: ServerResponse, record: RequestRecord): Promise<void> => {
-    const url = new URL(req.url ?? '/', 'http://localhost')
-    const query = url.searchParams
-    for (const f of failures) {
-      const { rule } = f
-      if (f.left <= 0) continue
-      if (rule.method && rule.method !== req.method) continue
-      if (rule.path && (typeof rule.path === 'string' ? rule.path !== url.pathname : !rule.path.test(url.pathname))) continue
-      f.left--
-      throw new StatusError(statusBody(rule.status, rule.reason ?? 'InternalError', rule.message ?? `injected failure ${rule.status}`))
-    }
-    const auth = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')
-    const identity = auth ? tokens.get(auth[1] as string) : undefined
-    if (!identity) throw unauthorized()
-    record.user = identity.user
-    const r = route(url.pathname)
-    if (!r) throw new StatusError(statusBody(404, 'NotFound', 'the server could not find the requested resource'))
-    const { resource: info, namespace, name, subresource } = r
-    const method = req.method ?? 'GET'
-    const isWatch = method === 'GET' && !name && (query.get('watch') === 'true' || query.get('watch') === '1')
-    record.watch = isWatch
-    const verb: Verb =
-      method === 'GET' ? (name ? 'get' : isWatch ? 'watch' : 'list') : method === 'POST' ? 'create' : method === 'PUT' ? 'update' : method === 'PATCH' ? 'patch' : method === 'DELETE' ? 'delete' : 'get'
-    if (!['GET', 'POST', 'PUT', 'PATCH', 'DELETE'].includes(method)) throw methodNotAllowed()
-    counter.add(verb, subresource ? `${info.plural}/${subresource}` : info.plural, identity.user)
-    const fields = parseFieldSelector(query.get('fieldSelector'), info.plural)
-    if (!fields.ok) throw badRequest(fields.message)
-    const labels = parseLabelSelector(query.get('labelSelector'))
-    if (!labels.ok) throw badRequest(labels.message)
-    const contentType = (req.headers['content-type'] ?? '').split(';')[0]?.trim() ?? ''
-    // The content type is checked before the body is read or the request authorized, as the API server does.
-    if (method === 'PATCH' && !PATCH_TYPES.has(contentType)) {
-      if (contentType === 'application/apply-patch+yaml') throw badRequest('server-side apply is not supported by the fake API server')
-      throw unsupportedMediaType(contentType)
-    }
-    const body = method === 'POST' || method === 'PUT' || method === 'PATCH' || method === 'DELETE' ? await readBody(req) : undefined
-    const denied = authorize(store, identity, {
-      verb,
-      resource: info,
-      ...(subresource ? { subresource } : {}),
-      ...(namespace !== undefined ? { namespace } : {}),
-      ...(name ? { name } : {}),
-      fieldSelector: fields.value,
-      ...(body && typeof body === 'object' ? { body: body as KubeObject } : {}),
-    })
-    if (denied) throw denied
-
-    if (verb === 'watch') {
-      const timeout = query.get('timeoutSeconds')
-      const stream = new WatchStream(
-        store,
-        res,
-        {
-          resource: info,
-          ...(namespace !== undefined ? { namespace } : {}),
-          fields: fields.value,
-          labels: labels.value,
-          resourceVersion: query.get('resourceVersion') ?? '',
-          bookmarks: query.get('allowWatchBookmarks') === 'true',
-          sendInitialEvents: query.get('sendInitialEvents') === 'true',
-          ...(timeout && /^\d+$/.test(timeout) ? { timeoutSeconds: Number(timeout) } : {}),
-          bookmarkIntervalMs,
-        },
-        () => watches.delete(stream),
-      )
-      watches.add(stream)
-      record.status = 200
-      stream.start()
-      return
-    }
-    if (verb === 'list') {
-      const rv = query.get('resourceVersion')
-      if (query.get('resourceVersionMatch') === 'Exact' && rv && Number(rv) < store.compactedResourceVersion) {
-        throw new StatusError(statusBody(410, 'Expired', `The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. (requested ${rv}, compacted ${store.compactedResourceVersion})`))
-      }
-      // A list of one name (a node's single-object list) is a lookup, not a scan of the store.
-      const only = fields.value.find((f) => f.field === 'metadata.name' && f.op === '=')?.value
-      const candidates = only !== undefined && (namespace !== undefined || !info.namespaced) ? [store.get(info, namespace, only)].filter((o) => o !== undefined) : store.list(info, namespace)
-      const items = candidates
-        .filter((o) => (namespace === undefined || !info.namespaced || o.metadata.namespace === namespace))
-        .filter((o) => matchesFields(o, fields.value) && matchesLabels(o, labels.value))
-        .map(withoutTypeMeta)
-      record.status = 200
-      return sendJson(res, 200, { kind: `${info.kind}List`, apiVersion: info.group ? `${info.group}/v1` : 'v1', metadata: { resourceVersion: String(store.resourceVersion) }, items })
-    }
-    if (verb === 'get') {
-      if (subresource && subresource !== 'status') throw new StatusError(statusBody(404, 'NotFound', 'the server could not find the requested resource'))
-      const object = store.get(info, namespace, name as string)
-      if (!object) throw notFound(info.plural, name as string, info.group)
-      record.status = 200
-      return sendJson(res, 200, withTypeMeta(info, object))
-    }
-    if (verb === 'create') {
-      if (info.plural === 'serviceaccounts' && subresource === 'token') {
-        const sa = name as string
-        if (sa !== 'default' && !store.get(info, namespace, sa)) throw notFound('serviceaccounts', sa)
-        const spec = ((body as { spec?: Record<string, unknown> } | undefined)?.spec ?? {}) as { expirationSeconds?: number; audiences?: string[] }
-        const seconds = spec.expirationSeconds ?? 3600
-        record.status = 201
-        return sendJson(res, 201, {
-          kind: 'TokenRequest',
-          apiVersion: 'authentication.k8s.io/v1',
-          metadata: { name: sa, namespace, creationTimestamp: null },
-          spec: { ...spec, audiences: spec.audiences?.length ? spec.audiences : ['https://kubernetes.default.svc'], expirationSeconds: seconds },
-          status: { token: `fake-token.${namespace}.${sa}.${randomBytes(6).toString('hex')}`, expirationTimestamp: new Date(Date.now() + seconds * 1000).toISOString().replace(/\.\d{3}Z$/, 'Z') },
-        })
-      }
-      if (name || subresource) throw methodNotAllowed()
-      if (typeof body !== 'object' || body === null) throw badRequest('the request body must be an object')
-      const object = body as KubeObject
-      if (!object.metadata) throw badRequest('metadata is required')
-      if (namespace !== undefined && object.metadata.namespace !== undefined && object.metadata.namespace !== namespace) {
-        throw badRequest('the namespace of the provided object does not match the namespace sent on the request')
-      }
-      const created = store.create(info, object, namespace)
-      record.status = 201
-      return sendJson(res, 201, withTypeMeta(info, created))
-    }
-    if (verb === 'update') {
-      const current = store.get(info, namespace, name as string)
-      if (!current) throw notFound(info.plural, name as string, info.group)
-      const object = withoutTypeMeta(body as KubeObject)
-      const result = writes.merged(info, current, { ...object, metadata: { ...object.metadata, namespace } }, subresource)
-      const refused = admitNodeUpdate(identity, info, current, result)
-      if (refused) throw refused
-      const updated = update(info, result)
-      record.status = 200
-      return sendJson(res, 200, withTypeMeta(info, updated))
-    }
-    if (verb === 'patch') {
-      const updated = patchObject(info, namespace, name as string, contentType, body, subresource, identity)
-      record.status = 200
-      return sendJson(res, 200, withTypeMeta(info, updated))
-    }
-    // delete
-    if (!name) throw methodNotAllowed()
-    const opts = (body ?? {}) as DeleteOptions
-    const graceParam = query.get('gracePeriodSeconds')
-    const removed = remove(info, namespace, name, {
-      ...opts,
-      ...(graceParam !== null && /^\d+$/.test(graceParam) ? { gracePeriodSeconds: Number(graceParam) } : {}),
-    })
-    record.status = 200
-    return sendJson(res, 200, withTypeMeta(info, removed))
-  }
-
-  const server: Server = createServer((req, res) => {
-    const url = new URL(req.url ?? '/', 'http://localhost')
-    const record: RequestRecord = {
-      method: req.method ?? 'GET',
-      path: url.pathname,
-      query: Object.fromEntries(url.searchParams),
-      ...(req.headers['content-type'] ? { contentType: req.headers['content-type'] } : {}),
-      watch: false,
-      status: 0,
-    }
-    requests.push(record)
-    if (requests.length > 10_000) requests.splice(0, requests.length - 10_000)
-    handle(req, res, record).catch((err: unknown) => {
-      const body = err instanceof StatusError ? err.body : statusBody(500, 'InternalError', `Internal error occurred: ${err instanceof Error ? err.message : String(err)}`)
-      record.status = body.code
-      if (res.headersSent) {
-        res.end()
-        return
-      }
-      sendJson(res, body.code, body)
-    })
+  const handler = new RequestHandler({
+    store,
+    writes,
+    tokens,
+    watches: new Set<WatchStream>(),
+    counter: new RequestCounter(),
+    failures: [],
+    bookmarkIntervalMs: options.bookmarkIntervalMs ?? 60_000,
   })
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { watches, counter, failures } = handler.state
+  const requests: RequestRecord[] = []
+  const stopController = options.attachDetachController ? startAttachDetachController(store) : () => {}
+  const server = await listen(handler, requests)
   const { port } = server.address() as AddressInfo
   const url = `http://127.0.0.1:${port}`
 
@@ -381,23 +166,14 @@ export async function startFakeApiServer(options: FakeApiServerOptions = {}): Pr
     addToken(token, identity) {
       tokens.set(token, identity)
     },
-    kubeConfig(token) {
-      const kc = new KubeConfig()
-      kc.loadFromOptions({
-        clusters: [{ name: 'fake', server: url, skipTLSVerify: true }],
-        users: [{ name: 'user', token }],
-        contexts: [{ name: 'fake', cluster: 'fake', user: 'user' }],
-        currentContext: 'fake',
-      })
-      return kc
-    },
+    kubeConfig: (token) => kubeConfigFor(url, token),
     create: (kind, object) => store.create(resourceOf(kind), object as KubeObject),
     get: (kind, namespace, name) => store.get(resourceOf(kind), namespace, name),
     list: (kind, namespace) => store.list(resourceOf(kind), namespace),
     patch(kind, namespace, name, patch, opts) {
-      return patchObject(resourceOf(kind), namespace, name, 'application/merge-patch+json', patch, opts?.subresource)
+      return writes.patch(resourceOf(kind), namespace, name, 'application/merge-patch+json', patch, opts?.subresource)
     },
-    delete: (kind, namespace, name, opts) => remove(resourceOf(kind), namespace, name, opts),
+    delete: (kind, namespace, name, opts) => writes.remove(resourceOf(kind), namespace, name, opts),
     openWatches(resource) {
       let n = 0
       each(resource, () => n++)
@@ -419,4 +195,43 @@ export async function startFakeApiServer(options: FakeApiServerOptions = {}): Pr
         server.closeAllConnections()
       }),
   }
+}
+
+function kubeConfigFor(server: string, token: string): KubeConfig {
+  const kc = new KubeConfig()
+  kc.loadFromOptions({
+    clusters: [{ name: 'fake', server, skipTLSVerify: true }],
+    users: [{ name: 'user', token }],
+    contexts: [{ name: 'fake', cluster: 'fake', user: 'user' }],
+    currentContext: 'fake',
+  })
+  return kc
+}
+
+/** The HTTP server: each request logged (the last 10,000), answered by the handler, a failure as its Status. */
+async function listen(handler: RequestHandler, requests: RequestRecord[]): Promise<Server> {
+  const server: Server = createServer((req, res) => {
+    const url = new URL(req.url ?? '/', 'http://localhost')
+    const record: RequestRecord = {
+      method: req.method ?? 'GET',
+      path: url.pathname,
+      query: Object.fromEntries(url.searchParams),
+      ...(req.headers['content-type'] ? { contentType: req.headers['content-type'] } : {}),
+      watch: false,
+      status: 0,
+    }
+    requests.push(record)
+    if (requests.length > 10_000) requests.splice(0, requests.length - 10_000)
+    handler.handle(req, res, record).catch((err: unknown) => {
+      const body = err instanceof StatusError ? err.body : statusBody(500, 'InternalError', `Internal error occurred: ${err instanceof Error ? err.message : String(err)}`)
+      record.status = body.code
+      if (res.headersSent) {
+        res.end()
+        return
+      }
+      sendJson(res, body.code, body)
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  return server
 }
