@@ -48,6 +48,7 @@ import { deviceNumber, mountReferencesIn, mountsOfDevice } from './mountinfo.js'
 import type { LinuxHostOptions, ResolvedLinuxHostOptions } from './options.js'
 import { resolveLinuxHostOptions } from './options.js'
 import { removeAll } from './remove-all.js'
+import { SharedReads } from './shared-reads.js'
 import { lockRoot } from './root-lock.js'
 import { toFsStats } from './statfs.js'
 import { createSubPaths } from './sub-paths.js'
@@ -93,6 +94,7 @@ export class LinuxHost implements Host {
   readonly #table: MountTable
   /** Recursive mkdirs in flight, by directory: concurrent callers share one. */
   readonly #making = new Map<string, Promise<boolean>>()
+  readonly #lstats = new SharedReads<FileInfo | null>(() => this.#io.dispatches)
 
   constructor(options: LinuxHostOptions = {}, capabilities: { loopDevices: boolean } = { loopDevices: true }) {
     this.#options = resolveLinuxHostOptions(options)
@@ -168,7 +170,8 @@ export class LinuxHost implements Host {
   // ---- files ----
 
   lstat(path: string): Promise<FileInfo | null> {
-    return this.#sys.fs('lstat', path, (call) => this.#io.run<FileFields | null>(['lstat', path], call)).then((fields) => fields && toFileInfo(fields))
+    // Identical lstats queued together share one call (shared-reads.ts: tear-down checks).
+    return this.#lstats.read(path, () => this.#sys.fs('lstat', path, (call) => this.#io.run<FileFields | null>(['lstat', path], call)).then((fields) => fields && toFileInfo(fields)))
   }
 
   stat(path: string): Promise<FileInfo | null> {
