@@ -7,10 +7,10 @@
 //   node memory.js                 every workload, the table, results/memory.{json,md}
 //   node memory.js <workload>      one workload, its figures as JSON on stdout
 //
-// Each workload runs twice, back to back: with node's defaults, and with the node flags the image
-// starts the agent with (deploy/Dockerfile's ENTRYPOINT). KUBEVOL_BENCH_MEMORY_NODE_FLAGS replaces
-// the latter (e.g. '--max-semi-space-size=4'); KUBEVOL_BENCH_MEMORY_ONLY (a comma list of workloads)
-// runs only those and writes nothing.
+// Each workload runs twice, back to back: with node's defaults, and as the image starts the agent
+// (deploy/Dockerfile: the node flags of its ENTRYPOINT, its MALLOC_* environment).
+// KUBEVOL_BENCH_MEMORY_NODE_FLAGS replaces those flags (e.g. '--max-semi-space-size=4');
+// KUBEVOL_BENCH_MEMORY_ONLY (a comma list of workloads) runs only those and writes nothing.
 import { spawn, spawnSync } from 'node:child_process'
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
@@ -199,12 +199,12 @@ spec:
   return pods * 6
 }
 
-async function agentStatic(pods, flags) {
+async function agentStatic(pods, launch) {
   const scratch = scratchFilesystem('kubevol-bench-memory-', '2G')
   const expected = manifests(`${scratch.dir}/manifests`, pods)
   const port = 20_000 + Math.floor(Math.random() * 20_000)
-  const args = [...flags, agentMain, '--mode=static', '--host=linux', '--node-name=node-1', `--root-dir=${scratch.dir}/root`, `--pod-manifest-path=${scratch.dir}/manifests`, `--port=${port}`]
-  const agent = spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'inherit'] })
+  const args = [...launch.flags, agentMain, '--mode=static', '--host=linux', '--node-name=node-1', `--root-dir=${scratch.dir}/root`, `--pod-manifest-path=${scratch.dir}/manifests`, `--port=${port}`]
+  const agent = spawn(process.execPath, args, { env: { ...process.env, ...launch.env }, stdio: ['ignore', 'ignore', 'inherit'] })
   const t0 = performance.now()
   try {
     for (;;) {
@@ -234,30 +234,34 @@ async function agentStatic(pods, flags) {
 
 // ---- the parent: every workload in a fresh process, the table ----
 
-function runChild(name, flags) {
+function runChild(name, launch) {
   // No preload (it loads koffi) where nothing is mounted: the bare process is bare.
   const namespace = name === 'bare' || name === 'modules' ? [] : ['--require', preload]
-  const out = spawnSync(process.execPath, [...flags, ...namespace, self, name], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], maxBuffer: 16 * MiB })
+  const out = spawnSync(process.execPath, [...launch.flags, ...namespace, self, name], { env: { ...process.env, ...launch.env }, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], maxBuffer: 16 * MiB })
   if (out.status !== 0) throw new Error(`memory workload ${name} exited ${out.status}`)
   return JSON.parse(out.stdout.trim().split('\n').at(-1))
 }
 
-async function measure(name, flags) {
-  return name.startsWith('agent-static-') ? await agentStatic(Number(name.slice('agent-static-'.length)), flags) : runChild(name, flags)
+async function measure(name, launch) {
+  return name.startsWith('agent-static-') ? await agentStatic(Number(name.slice('agent-static-'.length)), launch) : runChild(name, launch)
 }
 
-/** The node flags the image starts the agent with (deploy/Dockerfile's ENTRYPOINT, between `node` and the script). */
-function imageFlags() {
+/**
+ * How the image starts the agent (deploy/Dockerfile): the node flags of its ENTRYPOINT (between
+ * `node` and the script) and its `ENV MALLOC_*` lines (glibc's allocator settings).
+ */
+function imageLaunch() {
   const dockerfile = readFileSync(new URL('../deploy/Dockerfile', import.meta.url), 'utf8')
   const entrypoint = JSON.parse(/^ENTRYPOINT\s+(\[.*\])\s*$/m.exec(dockerfile)?.[1] ?? '[]')
-  return entrypoint.slice(1, -1)
+  const env = Object.fromEntries([...dockerfile.matchAll(/^ENV\s+(MALLOC_\w+)=(\S+)\s*$/gm)].map((m) => [m[1], m[2]]))
+  return { flags: entrypoint.slice(1, -1), env }
 }
 
 const f1 = (n) => (n === undefined || Number.isNaN(n) ? '' : n.toFixed(1))
 const heapAt = (r) => (r.atPeak ? `${f1(r.atPeak.heapTotalMiB)} / ${f1(r.atPeak.heapUsedMiB)} (new space ${f1(r.spacesMiB.new_space)})` : '')
 
-function table(pairs, flags) {
-  const shipped = flags.join(' ') || '(none)'
+function table(pairs, launch) {
+  const shipped = [...Object.entries(launch.env).map(([k, v]) => `${k}=${v}`), 'node', ...launch.flags].join(' ')
   const lines = [
     `| workload | peak RSS, node's defaults | CPU s | peak RSS, \`${shipped}\` as the image starts the agent | CPU s | target | met (as the image) | heap MiB at the peak, total / used: defaults; flags |`,
     '| --- | ---: | ---: | ---: | ---: | --- | --- | --- |',
@@ -284,32 +288,33 @@ async function main() {
     process.exitCode = again.status ?? 1
     return
   }
-  const flags = (process.env.KUBEVOL_BENCH_MEMORY_NODE_FLAGS ?? imageFlags().join(' ')).split(' ').filter(Boolean)
+  const image = imageLaunch()
+  const launch = { flags: process.env.KUBEVOL_BENCH_MEMORY_NODE_FLAGS?.split(' ').filter(Boolean) ?? image.flags, env: image.env }
   const only = process.env.KUBEVOL_BENCH_MEMORY_ONLY?.split(',')
   const pairs = {}
-  // Each workload with node's defaults, then with the flags, one after the other: the machine's
+  // Each workload with node's defaults, then as the image starts it, one after the other: the machine's
   // speed drifts within minutes, so the two CPU figures of a row are the ones to compare.
   for (const w of WORKLOADS) {
     if (only && !only.includes(w.name)) continue
-    pairs[w.name] = [await measure(w.name, []), await measure(w.name, flags)]
+    pairs[w.name] = [await measure(w.name, { flags: [], env: {} }), await measure(w.name, launch)]
   }
   const md = [
     '## Memory (peak RSS, each workload a fresh process)',
     '',
     `${os.cpus()[0]?.model?.trim()} (${os.cpus().length} cores), Node ${process.version}, Linux ${os.release()}, ${new Date().toISOString()}`,
     '',
-    ...table(pairs, flags),
+    ...table(pairs, launch),
     '',
     "Peak RSS is the kernel's high-water mark of the process (VmHWM); CPU is the process's user + system time for the",
     'workload. The first three rows are the steps every Linux workload starts from (the bare process without the',
     'private-namespace preload, which loads koffi). Each workload runs with node\'s defaults (as an embedder who passes no',
-    'flags) and with the flags deploy/Dockerfile starts the agent with, back to back; targets are judged on the latter.',
+    'flags) and as deploy/Dockerfile starts the agent (node flags, malloc environment), back to back; targets are judged on the latter.',
     'Heap figures are from the sample (every 20 ms) with the highest RSS; the agent is read from outside, so only its',
     'peak and CPU are given. bench/README.md ("Memory") says where the memory goes and why a target is not met.',
     '',
   ]
   console.log(md.join('\n'))
-  if (!only) await writeResult('memory', { benchmark: 'memory', flags, workloads: WORKLOADS, pairs, machine: { cpu: os.cpus()[0]?.model, cores: os.cpus().length, node: process.version, date: new Date().toISOString() } }, md.join('\n'))
+  if (!only) await writeResult('memory', { benchmark: 'memory', launch, workloads: WORKLOADS, pairs, machine: { cpu: os.cpus()[0]?.model, cores: os.cpus().length, node: process.version, date: new Date().toISOString() } }, md.join('\n'))
 }
 
 const name = process.argv[2]
