@@ -11,7 +11,7 @@ import { createMemoryHost } from '@kubevol/adapter-mock'
 import { createVolumeManager } from '@kubevol/core'
 import { createBuiltinPlugins } from '@kubevol/core/plugins'
 import { buildPod, createFakePlugin, createMemoryObjectReader, createMemoryPodSource } from '@kubevol/core/testing'
-import { writeResult } from './results.js'
+import { residentMiB, writeResult } from './results.js'
 
 const env = (name, fallback) => Number(process.env[`KUBEVOL_BENCH_${name}`] ?? fallback)
 const CONVERGE_PODS = env('CONVERGE_PODS', 10_000)
@@ -113,6 +113,9 @@ async function converge(mix) {
   const t0 = performance.now()
   await fill(node, CONVERGE_PODS, mix)
   const seconds = (performance.now() - t0) / 1000
+  // RSS converged, and the process's peak so far (the first mix's converge is the whole peak of the
+  // first; the second's is the larger of the two).
+  const memory = residentMiB()
   const withManager = heapUsed()
   // Take the manager's state away (stop it, drop it) and see what the pods and the host alone hold.
   await node.stop()
@@ -130,6 +133,8 @@ async function converge(mix) {
     heapManagerBytes: managerBytes,
     heapBytesPerVolume: managerBytes / volumes,
     heapBytesPerVolumeAll: (withManager - before) / volumes,
+    rssMiB: memory?.rss,
+    peakRssMiB: memory?.peak,
   }
   // Keep the host and pods alive until they were measured.
   if (!host || !pods) throw new Error('unreachable')
@@ -171,6 +176,7 @@ const idlePolling = await idle('builtin', true)
 console.log(`idle (builtin, polling): ${idlePolling.cpuPercent.toFixed(3)} % of a core`)
 
 const yes = (ok) => (ok ? 'yes' : 'no')
+const mib = (n) => (n === undefined ? 'n/a' : `${n.toFixed(0)} MiB`)
 const md = [
   '## Node scale (in-memory host)',
   '',
@@ -182,6 +188,8 @@ const md = [
   `| manager heap per volume after converging (scratch) | ${c.heapBytesPerVolume.toFixed(0)} B (${(c.heapManagerBytes / 2 ** 20).toFixed(1)} MiB in all) | < 1 KiB | ${yes(c.heapBytesPerVolume < TARGETS.heapBytesPerVolume)} |`,
   `| converge ${b.volumes.toLocaleString('en')} volumes of the built-in mix (emptyDir, hostPath, configMap, secret, downwardAPI, projected) | ${b.seconds.toFixed(2)} s | | |`,
   `| manager heap per volume after converging (built-in mix) | ${b.heapBytesPerVolume.toFixed(0)} B | | |`,
+  `| RSS converged, scratch mix (peak of the process so far) | ${mib(c.rssMiB)} (peak ${mib(c.peakRssMiB)}) | | |`,
+  `| RSS converged, built-in mix (peak of the process so far) | ${mib(b.rssMiB)} (peak ${mib(b.peakRssMiB)}) | | |`,
   `| idle CPU with ${idleScratch.volumes.toLocaleString('en')} mounted volumes (scratch) | ${idleScratch.cpuPercent.toFixed(3)} % of one core (${idleScratch.cpuSeconds.toFixed(2)} s CPU in ${idleScratch.wallSeconds.toFixed(0)} s) | < 1 % | ${yes(idleScratch.cpuPercent < TARGETS.idleCpuPercent)} |`,
   `| the same node with the kubelet's timing (pollingCompat) | ${idleScratchPolling.cpuPercent.toFixed(2)} % of one core | | ${(idleScratchPolling.cpuPercent / idleScratch.cpuPercent).toFixed(0)}× the event-driven cost |`,
   `| idle CPU with ${idleEvent.volumes.toLocaleString('en')} mounted volumes (built-in mix, 4,000 of them configMap, secret, downwardAPI and projected; objects from a reader that announces changes) | ${idleEvent.cpuPercent.toFixed(3)} % of one core (${idleEvent.cpuSeconds.toFixed(2)} s CPU in ${idleEvent.wallSeconds.toFixed(0)} s) | < 1 % | ${yes(idleEvent.cpuPercent < TARGETS.idleCpuPercent)} |`,
@@ -192,6 +200,8 @@ const md = [
   'what kubevol itself costs per volume. The built-in mix runs the real plugins, whose file writes on the in-memory host',
   'are part of the figure. Heap per volume is what the running manager holds beyond the pods and the in-memory host: the',
   'heap after a full GC with the manager, minus the heap once it is stopped and dropped (the pods and host stay).',
+  'RSS includes the in-memory host holding every directory and file of 100,000 volumes; a real node\'s RSS for its',
+  'volumes is in the memory section (bench/memory.js, each workload a process of its own).',
   `Everything together (pods, host, manager) is ${(c.heapBytesPerVolumeAll / 1024).toFixed(1)} KiB per volume (scratch), ${(b.heapBytesPerVolumeAll / 1024).toFixed(1)} KiB (built-in).`,
   `Idle CPU is the whole process (process.cpuUsage) over ${IDLE_SECONDS} s of wall time after the node settled and a`,
   'full GC, a window holding every periodic task at least once: resync and housekeeping every 10 s, stats every 60 s,',

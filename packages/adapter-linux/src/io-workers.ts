@@ -93,6 +93,7 @@ export class IoWorkers {
   readonly #held = new Map<string, Pending[]>()
   #scheduled = false
   #nextId = 0
+  #dispatches = 0
 
   constructor(options: IoWorkersOptions) {
     this.#options = { batchSize: 256, resourceLimits: {}, ...options }
@@ -118,6 +119,14 @@ export class IoWorkers {
     })
   }
 
+  /**
+   * How many times calls have been taken from the queue to be sent (or held) so far: a call asked
+   * for while this has not moved since is still queued, and no worker has started it.
+   */
+  get dispatches(): number {
+    return this.#dispatches
+  }
+
   /** Workers now, and how many of them are blocked past `stallMs`. */
   get workers(): { readonly started: number; readonly stalled: number } {
     return { started: this.#slots.length, stalled: this.#slots.filter((s) => s.stalled).length }
@@ -136,6 +145,7 @@ export class IoWorkers {
   }
 
   #dispatch(): void {
+    this.#dispatches++
     if (this.#slots.some((s) => s.blockedKey !== undefined)) this.#holdBlocked()
     while (this.#queue.length > 0) {
       let slot: Slot | undefined

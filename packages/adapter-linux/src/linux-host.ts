@@ -48,6 +48,7 @@ import { deviceNumber, mountReferencesIn, mountsOfDevice } from './mountinfo.js'
 import type { LinuxHostOptions, ResolvedLinuxHostOptions } from './options.js'
 import { resolveLinuxHostOptions } from './options.js'
 import { removeAll } from './remove-all.js'
+import { SharedReads } from './shared-reads.js'
 import { lockRoot } from './root-lock.js'
 import { toFsStats } from './statfs.js'
 import { createSubPaths } from './sub-paths.js'
@@ -93,29 +94,20 @@ export class LinuxHost implements Host {
   readonly #table: MountTable
   /** Recursive mkdirs in flight, by directory: concurrent callers share one. */
   readonly #making = new Map<string, Promise<boolean>>()
-  /**
-   * lstats asked for in this turn of the event loop with no other call of the host after them, by
-   * path: the I/O worker would make them back to back in one batch, so one call answers them all
-   * (the ten volumes of a pod torn down at once check the same seven directories). Any other call
-   * ends the sharing, so an lstat is never answered from before a call asked for ahead of it.
-   */
-  #lstats: Map<string, Promise<FileFields | null>> | undefined
-  /** {@link #sys} without ending the sharing of lstats: for the lstats themselves. */
-  readonly #lstatSys: Sys
+  readonly #lstats = new SharedReads<FileInfo | null>(() => this.#io.dispatches)
 
   constructor(options: LinuxHostOptions = {}, capabilities: { loopDevices: boolean } = { loopDevices: true }) {
     this.#options = resolveLinuxHostOptions(options)
     this.#runner = new CallRunner({ clock: this.#options.clock, timeoutMs: this.#options.callTimeoutMs, maxStalledCalls: this.#options.maxStalledCalls })
     // One worker per call that may be stuck, and one more for the rest.
     this.#io = new IoWorkers({ maxWorkers: this.#options.maxStalledCalls + 1, stallMs: IO_STALL_MS })
-    this.#lstatSys = createSys(this.#runner, libc, {
+    this.#sys = createSys(this.#runner, libc, {
       keyOf: (path) => this.#keyOf(path),
       freshKeyOf: async (path) => {
         await this.#table.entries()
         return this.#keyOf(path)
       },
     })
-    this.#sys = this.#endingLstatSharing(this.#lstatSys)
     this.#table = new MountTable(libc, '/proc/self/mountinfo', () =>
       this.#sys.fs('read', '/proc/self/mountinfo', (call) => this.#io.run<string>(['readFile', '/proc/self/mountinfo', true], call), { key: '/proc' }),
     )
@@ -126,10 +118,7 @@ export class LinuxHost implements Host {
     }
     this.blockDevices = createBlockDevices(sys)
     this.filesystems = createFilesystems({
-      run: ((tools) => (...args) => {
-        this.#lstats = undefined
-        return tools(...args)
-      })(spawnTools(this.#options.toolTimeoutMs, this.#options.toolEnv)),
+      run: spawnTools(this.#options.toolTimeoutMs, this.#options.toolEnv),
       requireDevice: async (device, syscall) => {
         await sys.fs(syscall, device, () => stat(device))
       },
@@ -143,25 +132,6 @@ export class LinuxHost implements Host {
         () => true,
         () => false,
       ),
-    }
-  }
-
-  // Every call but an lstat ends the sharing of lstats asked for before it.
-  #endingLstatSharing(sys: Sys): Sys {
-    return {
-      libc: sys.libc,
-      raw: (...args) => {
-        this.#lstats = undefined
-        return sys.raw(...args)
-      },
-      call: (...args) => {
-        this.#lstats = undefined
-        return sys.call(...args)
-      },
-      fs: (...args) => {
-        this.#lstats = undefined
-        return sys.fs(...args)
-      },
     }
   }
 
@@ -200,19 +170,8 @@ export class LinuxHost implements Host {
   // ---- files ----
 
   lstat(path: string): Promise<FileInfo | null> {
-    let fields = this.#lstats?.get(path)
-    if (!fields) {
-      fields = this.#lstatSys.fs('lstat', path, (call) => this.#io.run<FileFields | null>(['lstat', path], call))
-      if (!this.#lstats) {
-        const shared = new Map<string, Promise<FileFields | null>>()
-        this.#lstats = shared
-        setImmediate(() => {
-          if (this.#lstats === shared) this.#lstats = undefined
-        })
-      }
-      this.#lstats.set(path, fields)
-    }
-    return fields.then((f) => f && toFileInfo(f))
+    // Identical lstats queued together share one call (shared-reads.ts: tear-down checks).
+    return this.#lstats.read(path, () => this.#sys.fs('lstat', path, (call) => this.#io.run<FileFields | null>(['lstat', path], call)).then((fields) => fields && toFileInfo(fields)))
   }
 
   stat(path: string): Promise<FileInfo | null> {

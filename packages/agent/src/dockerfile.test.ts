@@ -193,10 +193,11 @@ describe.skipIf(impossible !== undefined)('deploy/Dockerfile, its steps run on a
     const env = processEnv(image)
 
     const entrypoint = JSON.parse(/^ENTRYPOINT\s+(\[.*\])\s*$/m.exec(dockerfile)?.[1] ?? '[]') as string[]
+    // node, its flags, the agent's script.
     expect(entrypoint[0]).toBe('node')
-    const entry = join(image.root, entrypoint[1] as string)
+    const entry = join(image.root, entrypoint.at(-1) as string)
     expect(existsSync(entry)).toBe(true)
-    expect(ok(spawnSync(process.execPath, [entry, '--help'], { cwd, env, encoding: 'utf8' }))).toEqual({ status: 0, output: '' })
+    expect(ok(spawnSync(process.execPath, [...entrypoint.slice(1, -1), entry, '--help'], { cwd, env, encoding: 'utf8' }))).toEqual({ status: 0, output: '' })
 
     // `kubevol` found through the image's PATH, as `kubectl exec ... kubevol explain` finds it.
     const which = spawnSync('sh', ['-c', 'command -v kubevol'], { cwd, env, encoding: 'utf8' })
@@ -213,7 +214,7 @@ describe.skipIf(impossible !== undefined)('deploy/Dockerfile, its steps run on a
     expect(existsSync(join(cwd, 'node_modules/typescript'))).toBe(false)
 
     // The agent starts from there (static mode on the in-memory host) and stops on SIGTERM with 0.
-    const agent = spawn(process.execPath, [entry], {
+    const agent = spawn(process.execPath, [...entrypoint.slice(1, -1), entry], {
       cwd,
       env: { ...env, KUBEVOL_MODE: 'static', KUBEVOL_HOST: 'mock', KUBEVOL_NODE_NAME: 'n1', KUBEVOL_PORT: '0', KUBEVOL_MANIFEST_DIR: join(repo, 'examples/manifests'), KUBEVOL_LOG_FORMAT: 'json' },
       stdio: ['ignore', 'pipe', 'pipe'],

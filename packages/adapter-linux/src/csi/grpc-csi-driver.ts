@@ -8,7 +8,7 @@
  * call for the same reason). A gRPC channel that failed to connect waits out a reconnect backoff
  * (1 s growing to 120 s) and fails every call meanwhile, even once the driver listens again.
  */
-import * as grpc from '@grpc/grpc-js'
+import type * as grpc from '@grpc/grpc-js'
 import {
   type CsiAccessMode,
   type CsiCallOptions,
@@ -18,6 +18,7 @@ import {
   type CsiVolumeCapability,
   type CsiVolumeStats,
 } from '@kubevol/core/plugins'
+import { grpc as loadGrpc } from './grpc-module.js'
 import { csiProto, unixAddress } from './proto.js'
 
 export interface GrpcCsiDriverOptions {
@@ -46,8 +47,13 @@ function toCsiError(err: unknown): unknown {
  */
 const CHANNEL_OPTIONS: grpc.ChannelOptions = { 'grpc.use_local_subchannel_pool': 1 }
 
-/** The channel states in which a call cannot reach the driver before a reconnect backoff ends. */
-const BROKEN: ReadonlySet<grpc.connectivityState> = new Set([grpc.connectivityState.TRANSIENT_FAILURE, grpc.connectivityState.SHUTDOWN])
+/** The channel states in which a call cannot reach the driver before a reconnect backoff ends (grpc-js loaded on first use). */
+let broken: ReadonlySet<grpc.connectivityState> | undefined
+const isBroken = (state: grpc.connectivityState): boolean => {
+  const { connectivityState } = loadGrpc()
+  broken ??= new Set([connectivityState.TRANSIENT_FAILURE, connectivityState.SHUTDOWN])
+  return broken.has(state)
+}
 
 /** One driver's connection: a unary call on the current channel, and closing it. */
 interface GrpcConnection {
@@ -58,7 +64,8 @@ interface GrpcConnection {
 /** The clients of both services on one channel, replaced before a call once the channel failed to connect. */
 function createGrpcConnection(address: string): GrpcConnection {
   const proto = csiProto()
-  const credentials = grpc.credentials.createInsecure()
+  const { Metadata, credentials: channelCredentials } = loadGrpc()
+  const credentials = channelCredentials.createInsecure()
   const open = () => {
     const identity = new proto.Identity(address, credentials, CHANNEL_OPTIONS)
     // Both services over one connection.
@@ -68,7 +75,7 @@ function createGrpcConnection(address: string): GrpcConnection {
   /** The clients, on a new channel when the current one failed to connect (nothing is in flight on it then). */
   const current = (): ReturnType<typeof open> => {
     if (!clients) throw new Error(`the CSI client of ${address} is closed`)
-    if (BROKEN.has(clients.identity.getChannel().getConnectivityState(false))) {
+    if (isBroken(clients.identity.getChannel().getConnectivityState(false))) {
       clients.identity.close()
       clients = open()
     }
@@ -90,7 +97,7 @@ function createGrpcConnection(address: string): GrpcConnection {
           reject(new Error(`the CSI proto has no method ${method}`))
           return
         }
-        fn.call(client, request, new grpc.Metadata(), { deadline: Date.now() + o.timeoutMs }, (err, response) => {
+        fn.call(client, request, new Metadata(), { deadline: Date.now() + o.timeoutMs }, (err, response) => {
           if (err) reject(toCsiError(err))
           else resolve(response as T)
         })

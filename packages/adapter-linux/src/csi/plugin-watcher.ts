@@ -7,10 +7,11 @@
  */
 import { type FSWatcher, mkdirSync, readdirSync, statSync, watch } from 'node:fs'
 import { join } from 'node:path'
-import * as grpc from '@grpc/grpc-js'
+import type * as grpc from '@grpc/grpc-js'
 import type { Logger } from '@kubevol/core'
 import type { CsiDriverRegistry } from '@kubevol/core/plugins'
 import { type GrpcCsiDriver, createGrpcCsiDriver } from './grpc-csi-driver.js'
+import { grpc as loadGrpc } from './grpc-module.js'
 import { registrationProto, unixAddress } from './proto.js'
 
 /** The plugin type CSI drivers register with. */
@@ -101,7 +102,7 @@ export async function startPluginWatcher(options: PluginWatcherOptions): Promise
 
   async function registerSocket(socket: string): Promise<void> {
     const Registration = registrationProto().Registration
-    const client = new Registration(unixAddress(socket), grpc.credentials.createInsecure())
+    const client = new Registration(unixAddress(socket), loadGrpc().credentials.createInsecure())
     try {
       const info = await callUnary<PluginInfo>(client, 'getInfo', {}, timeoutMs)
       let error = ''

@@ -3,10 +3,11 @@
  * camelCase fields, enums as names, 64-bit integers as numbers and defaults filled in.
  */
 import { fileURLToPath } from 'node:url'
-import * as grpc from '@grpc/grpc-js'
-import * as protoLoader from '@grpc/proto-loader'
+import type * as grpc from '@grpc/grpc-js'
+import type * as protoLoaderTypes from '@grpc/proto-loader'
+import { grpc as loadGrpc, protoLoader } from './grpc-module.js'
 
-const LOAD_OPTIONS: protoLoader.Options = { keepCase: false, longs: Number, enums: String, defaults: true, oneofs: true }
+const LOAD_OPTIONS: protoLoaderTypes.Options = { keepCase: false, longs: Number, enums: String, defaults: true, oneofs: true }
 
 /** The directory of the .proto files (beside src/ and dist/). */
 export const PROTO_DIR = fileURLToPath(new URL('../../proto/', import.meta.url))
@@ -30,7 +31,7 @@ let registration: RegistrationProto | undefined
 /** The csi.v1 Identity and Node service constructors. */
 export function csiProto(): CsiProto {
   if (!csi) {
-    const loaded = grpc.loadPackageDefinition(protoLoader.loadSync(`${PROTO_DIR}csi.proto`, LOAD_OPTIONS)) as unknown as {
+    const loaded = loadGrpc().loadPackageDefinition(protoLoader().loadSync(`${PROTO_DIR}csi.proto`, LOAD_OPTIONS)) as unknown as {
       csi: { v1: CsiProto }
     }
     csi = loaded.csi.v1
@@ -41,7 +42,7 @@ export function csiProto(): CsiProto {
 /** The pluginregistration Registration service constructor. */
 export function registrationProto(): RegistrationProto {
   if (!registration) {
-    const loaded = grpc.loadPackageDefinition(protoLoader.loadSync(`${PROTO_DIR}pluginregistration.proto`, LOAD_OPTIONS)) as unknown as {
+    const loaded = loadGrpc().loadPackageDefinition(protoLoader().loadSync(`${PROTO_DIR}pluginregistration.proto`, LOAD_OPTIONS)) as unknown as {
       pluginregistration: RegistrationProto
     }
     registration = loaded.pluginregistration
