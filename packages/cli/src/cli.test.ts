@@ -125,7 +125,8 @@ describe('renderConfigurationReference', () => {
   it('lists every option with its flag, variable, key and default, and every deprecated spelling', () => {
     const md = renderConfigurationReference()
     for (const o of AGENT_OPTIONS) {
-      const row = md.split('\n').find((l) => l.startsWith(`| \`${o.short ? `-${o.short}, ` : ''}${o.flag}`))
+      // The flag is followed by its value's name or the closing backquote: `--config` is not `--config-map-...`.
+      const row = md.split('\n').find((l) => new RegExp(`^\\| \`${o.short ? `-${o.short}, ` : ''}${o.flag}[ \`]`).test(l))
       expect(row).toBeDefined()
       expect(row).toContain(`\`${o.env}\``)
       expect(row).toContain(`\`${o.key}\``)
