@@ -6,13 +6,12 @@
 // - parsing a mount table of 10,000 mounts, and a mount-point check with 100 vs 10,000 mounts.
 import { execFileSync, spawnSync } from 'node:child_process'
 import { mkdirSync, readFileSync, rmSync } from 'node:fs'
-import { createRequire } from 'node:module'
 import os from 'node:os'
 import { fileURLToPath } from 'node:url'
 import { residentMiB, writeResult } from './results.js'
+import { koffiMounts, pool } from './kubelet-steps.js'
 import { scratchFilesystem } from './scratch-fs.js'
 
-const require = createRequire(import.meta.url)
 const preload = fileURLToPath(new URL('../packages/adapter-linux/test/mount-namespace.cjs', import.meta.url))
 
 if (process.getuid?.() !== 0) {
@@ -41,38 +40,6 @@ mkdirSync(`${base}/host`, { recursive: true })
 for (let i = 0; i < PODS * PER_POD; i++) mkdirSync(`${base}/host/d${i}`)
 
 const seconds = (t0) => (performance.now() - t0) / 1000
-
-// The mount calls through koffi, asynchronous, as a plain loop makes them.
-function koffiMounts() {
-  const koffi = require('koffi')
-  const libc = koffi.load('libc.so.6')
-  const fn = {
-    mount: libc.func('int mount(const char *source, const char *target, const char *fstype, unsigned long flags, const char *data)'),
-    umount2: libc.func('int umount2(const char *target, int flags)'),
-  }
-  const call = (f, ...args) => new Promise((resolve, reject) => f.async(...args, (err, res) => (err ? reject(err) : resolve(res))))
-  return {
-    async mountTmpfs(dir) {
-      if ((await call(fn.mount, 'tmpfs', dir, 'tmpfs', 0, 'size=1m')) !== 0) throw new Error(`mount ${dir}: errno ${koffi.errno()}`)
-    },
-    async umount(dir) {
-      if ((await call(fn.umount2, dir, 0)) !== 0) throw new Error(`umount ${dir}: errno ${koffi.errno()}`)
-    },
-  }
-}
-
-// `work` over `items`, `width` at a time.
-async function pool(width, items, work) {
-  let next = 0
-  await Promise.all(
-    Array.from({ length: width }, async () => {
-      while (next < items.length) {
-        const i = next++
-        await work(items[i], i)
-      }
-    }),
-  )
-}
 
 // ---- the raw loop: the same system calls through koffi, one after another ----
 async function rawLoop() {
