@@ -360,7 +360,7 @@ export class IoWorkers {
     this.#release(key)
     // A worker that ended before it made any call (it could not start: no memory, no thread) fails
     // the calls it held: sent to another worker they would meet the same end, in a loop.
-    const started = slot.answered || (batch !== undefined && batch.claims.some((claim) => claim !== WAITING))
+    const started = slot.answered || batch?.claims.some((claim) => claim !== WAITING) === true
     if (batch) {
       clearTimeout(batch.timer)
       this.#deliverKept(slot, batch)

@@ -132,8 +132,8 @@ if (reason !== undefined && process.env.CI === 'true' && installed) {
       const before = outside()
       writeFileSync(join(manifestDir, 'good.yaml'), manifest('good', 'good'))
       writeFileSync(join(manifestDir, 'victim.yaml'), manifest('victim', 'victim'))
-      CRAFTED_UIDS.forEach((uid, i) => writeFileSync(join(manifestDir, `uid-${i}.yaml`), manifest(`uid-${i}`, uid)))
-      CRAFTED_CONTAINERS.forEach((name, i) => writeFileSync(join(manifestDir, `container-${i}.yaml`), manifest(`container-${i}`, undefined, name, 'sub')))
+      for (const [i, uid] of CRAFTED_UIDS.entries()) writeFileSync(join(manifestDir, `uid-${i}.yaml`), manifest(`uid-${i}`, uid))
+      for (const [i, name] of CRAFTED_CONTAINERS.entries()) writeFileSync(join(manifestDir, `container-${i}.yaml`), manifest(`container-${i}`, undefined, name, 'sub'))
       const agent = await startAgent(
         { nodeName: 'n1', host: 'linux', rootDir, manifestDir, port: 0, manifestRescanMs: 100, statsPeriodMs: 0, shutdownGraceMs: 2_000 },
         { log: { silent: true }, manager: { backoff: { initialMs: 20, maxMs: 500 }, housekeepingPeriodMs: 0 } as object },

@@ -23,6 +23,8 @@ if (!built) {
 
 const work = tempDir('kubevol-loaded-')
 afterAll(() => work.cleanup())
+// The hook's own source, written to a file: its `${...}` is the hook's template literal, not this file's.
+// biome-ignore lint/suspicious/noTemplateCurlyInString: source text of another module
 work.write('hooks.mjs', "import { appendFileSync } from 'node:fs'\nlet out\nexport function initialize(data) { out = data.out }\nexport async function resolve(specifier, context, next) {\n  const result = await next(specifier, context)\n  appendFileSync(out, `${result.url}\\n`)\n  return result\n}\n")
 work.write('register.mjs', "import { register } from 'node:module'\nregister(new URL('./hooks.mjs', import.meta.url), { data: { out: process.env.KUBEVOL_LOADED_OUT } })\n")
 
