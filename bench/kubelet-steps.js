@@ -2,7 +2,7 @@
 // the kubelet (and kubevol's plugins) do to the machine for each volume, with nothing around them
 // (no populator, reconciler, operations, journal, or checks beyond the kubelet's). A manager's time
 // against these loops is what it adds; the loops are the floor it is measured from. Used by
-// linux-scale.js, and linux-host.js for its raw loop and the memory + hostPath mix.
+// linux-scale.js, and by linux-host.js (its raw loop and its kubelet-steps floor).
 import { createRequire } from 'node:module'
 import { lstat, mkdir, rmdir, stat, chmod, unlink, writeFile } from 'node:fs/promises'
 

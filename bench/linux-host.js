@@ -9,7 +9,7 @@ import { mkdirSync, readFileSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import { fileURLToPath } from 'node:url'
 import { residentMiB, writeResult } from './results.js'
-import { koffiMounts, pool } from './kubelet-steps.js'
+import { koffiMounts, memoryHostPathSteps, pool } from './kubelet-steps.js'
 import { scratchFilesystem } from './scratch-fs.js'
 
 const preload = fileURLToPath(new URL('../packages/adapter-linux/test/mount-namespace.cjs', import.meta.url))
@@ -62,67 +62,16 @@ async function rawLoop() {
 }
 
 // ---- the kubelet's own steps for these volumes, as a plain loop ----
-// What the kubelet (and kubevol's plugins) do to the machine for each volume, with nothing around
-// them: no populator, reconciler, operations, journal or checks beyond the kubelet's. Per pod, its
-// volume and plugin directories. emptyDir (Memory): is the ready marker there, make the directory,
-// is it a mount point (stat), mount tmpfs, stat it (permissions), make the marker's directory and
-// write the marker; tear-down: the subPath directory checked, the marker and its directory removed,
-// unmount, the directory removed. hostPath (type Directory): stat the path; tear-down: the subPath
-// directory checked. Two rounds of the manager's 100 pods, as the manager runs them. Its time
-// against the raw loop is what the kubelet's steps cost before any manager; the manager against it
-// is what kubevol adds.
+// kubelet-steps.js's loop for the memory + hostPath mix (what the kubelet does to the machine per
+// volume, with nothing around it), two rounds of the manager's 100 pods, as the manager runs them.
+// Its time against the raw loop is what the kubelet's steps cost before any manager; the manager
+// against it is what kubevol adds.
 async function kubeletSteps() {
-  const { mountTmpfs, umount } = koffiMounts()
-  const { lstat, mkdir, rmdir, stat, unlink, writeFile } = await import('node:fs/promises')
-  const missing = (p) => lstat(p).then(() => false, () => true)
-  // 64 volumes at a time: of 4, 16 and 64 the fastest for this loop (1.5-2.1, 1.2-1.3 and 0.8 s on
-  // the 2-core machine), so the floor it sets is the lowest; koffi refuses many more async calls.
-  // The raw loop is no faster that wide.
-  const WIDTH = 64
-  const t0 = performance.now()
+  let elapsed = 0
   for (let round = 0; round < 2; round++) {
-    const pods = `${base}/steps/r${round}/pods`
-    const made = new Map()
-    const podDirs = (uid) => {
-      if (!made.has(uid)) {
-        made.set(uid, Promise.all([
-          mkdir(`${pods}/${uid}/volumes/kubernetes.io~empty-dir`, { recursive: true }),
-          mkdir(`${pods}/${uid}/plugins/kubernetes.io~empty-dir`, { recursive: true }),
-        ]))
-      }
-      return made.get(uid)
-    }
-    const volumes = []
-    for (let p = 0; p < PODS; p++) for (let v = 0; v < PER_POD; v++) volumes.push({ uid: `uid-${p}`, v, i: p * PER_POD + v, memory: v < PER_POD / 2 })
-    await pool(WIDTH, volumes, async ({ uid, v, i, memory }) => {
-      await podDirs(uid)
-      if (!memory) {
-        await stat(`${base}/host/d${i}`)
-        return
-      }
-      const dir = `${pods}/${uid}/volumes/kubernetes.io~empty-dir/m${v}`
-      const meta = `${pods}/${uid}/plugins/kubernetes.io~empty-dir/m${v}`
-      await missing(`${meta}/ready`)
-      await mkdir(dir)
-      await stat(dir)
-      await mountTmpfs(dir)
-      await stat(dir)
-      await mkdir(meta)
-      await writeFile(`${meta}/ready`, '')
-    })
-    await pool(WIDTH, volumes, async ({ uid, v, memory }) => {
-      const name = memory ? `m${v}` : `h${v - PER_POD / 2}`
-      await missing(`${pods}/${uid}/volume-subpaths/${name}`)
-      if (!memory) return
-      const dir = `${pods}/${uid}/volumes/kubernetes.io~empty-dir/${name}`
-      const meta = `${pods}/${uid}/plugins/kubernetes.io~empty-dir/${name}`
-      await unlink(`${meta}/ready`)
-      await rmdir(meta)
-      await umount(dir)
-      await rmdir(dir)
-    })
+    const { mounted, unmounted } = await memoryHostPathSteps(`${base}/steps/r${round}`, { pods: PODS, perPod: PER_POD, hostDir: (i) => `${base}/host/d${i}` })
+    elapsed += mounted + unmounted
   }
-  const elapsed = seconds(t0)
   rmSync(`${base}/steps`, { recursive: true, force: true })
   return elapsed
 }
