@@ -105,6 +105,19 @@ describeAsRoot('linux host: mounts on the real kernel', () => {
     expect(entry?.options).toEqual(expect.arrayContaining(['ro', 'nosuid', 'nodev', 'noexec']))
   })
 
+  it('an lstat asked after another call in the same turn sees what that call did, not a shared earlier answer', async () => {
+    const { host, p } = h()
+    await host.mkdir(p('moded'))
+    await host.chmod(p('moded'), 0o755)
+    // One turn: the worker gets lstat, chmod, lstat in this order, and answers each as made.
+    const before = host.lstat(p('moded'))
+    const changed = host.chmod(p('moded'), 0o700)
+    const after = host.lstat(p('moded'))
+    expect(((await before)?.mode ?? 0) & 0o777).toBe(0o755)
+    await changed
+    expect(((await after)?.mode ?? 0) & 0o777).toBe(0o700)
+  })
+
   it('mkdir -p: a pod of volumes at once makes their shared parents, with the mode, and refuses a file', async () => {
     const { host, p } = h()
     const volumes = Array.from({ length: 10 }, (_, i) => p('pods', 'u1', 'volumes', 'plugin', `v${i}`))

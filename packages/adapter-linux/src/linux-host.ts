@@ -94,20 +94,29 @@ export class LinuxHost implements Host {
   readonly #table: MountTable
   /** Recursive mkdirs in flight, by directory: concurrent callers share one. */
   readonly #making = new Map<string, Promise<boolean>>()
-  readonly #lstats = new SharedReads<FileInfo | null>(() => this.#io.dispatches)
+  /**
+   * Calls of the host other than an lstat, so far. An lstat joins a queued one only while this and
+   * the workers' dispatches stand still: one asked after another call (a remove, a mkdir) is never
+   * answered from before it.
+   */
+  #otherCalls = 0
+  readonly #lstats = new SharedReads<FileInfo | null>(() => this.#io.dispatches + this.#otherCalls)
+  /** {@link #sys} without counting: for the lstats themselves. */
+  readonly #lstatSys: Sys
 
   constructor(options: LinuxHostOptions = {}, capabilities: { loopDevices: boolean } = { loopDevices: true }) {
     this.#options = resolveLinuxHostOptions(options)
     this.#runner = new CallRunner({ clock: this.#options.clock, timeoutMs: this.#options.callTimeoutMs, maxStalledCalls: this.#options.maxStalledCalls })
     // One worker per call that may be stuck, and one more for the rest.
     this.#io = new IoWorkers({ maxWorkers: this.#options.maxStalledCalls + 1, stallMs: IO_STALL_MS })
-    this.#sys = createSys(this.#runner, libc, {
+    this.#lstatSys = createSys(this.#runner, libc, {
       keyOf: (path) => this.#keyOf(path),
       freshKeyOf: async (path) => {
         await this.#table.entries()
         return this.#keyOf(path)
       },
     })
+    this.#sys = this.#counting(this.#lstatSys)
     this.#table = new MountTable(libc, '/proc/self/mountinfo', () =>
       this.#sys.fs('read', '/proc/self/mountinfo', (call) => this.#io.run<string>(['readFile', '/proc/self/mountinfo', true], call), { key: '/proc' }),
     )
@@ -132,6 +141,25 @@ export class LinuxHost implements Host {
         () => true,
         () => false,
       ),
+    }
+  }
+
+  // Every call but an lstat counts, so that no lstat asked after it shares one queued before it.
+  #counting(sys: Sys): Sys {
+    return {
+      libc: sys.libc,
+      raw: (...args) => {
+        this.#otherCalls++
+        return sys.raw(...args)
+      },
+      call: (...args) => {
+        this.#otherCalls++
+        return sys.call(...args)
+      },
+      fs: (...args) => {
+        this.#otherCalls++
+        return sys.fs(...args)
+      },
     }
   }
 
@@ -171,7 +199,7 @@ export class LinuxHost implements Host {
 
   lstat(path: string): Promise<FileInfo | null> {
     // Identical lstats queued together share one call (shared-reads.ts: tear-down checks).
-    return this.#lstats.read(path, () => this.#sys.fs('lstat', path, (call) => this.#io.run<FileFields | null>(['lstat', path], call)).then((fields) => fields && toFileInfo(fields)))
+    return this.#lstats.read(path, () => this.#lstatSys.fs('lstat', path, (call) => this.#io.run<FileFields | null>(['lstat', path], call)).then((fields) => fields && toFileInfo(fields)))
   }
 
   stat(path: string): Promise<FileInfo | null> {

@@ -16,7 +16,10 @@ export class SharedReads<T> {
   readonly #dispatches: () => number
   readonly #queued = new Map<string, { readonly dispatches: number; readonly answer: Promise<T> }>()
 
-  /** `dispatches`: how many times the I/O workers have taken calls from their queue so far. */
+  /**
+   * `dispatches`: a count that moves whenever a queued read may no longer answer for a new one: the
+   * I/O workers taking calls from their queue (and, for the Linux host, any other call asked of it).
+   */
   constructor(dispatches: () => number) {
     this.#dispatches = dispatches
   }
