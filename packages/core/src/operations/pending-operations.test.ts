@@ -201,6 +201,20 @@ describe('PendingOperations with a bound on the operations running', () => {
     expect(ops.isOperationPending(key('hung'))).toBe(true)
   })
 
+  it('sets one timer while operations wait, and none once the queue is empty', async () => {
+    const clock = createFakeClock()
+    const ops = new PendingOperations({ clock, maxRunning: 1, slowAfterMs: 1000 })
+    const c = controlled()
+    ops.run(key('a'), 'op', c.op('a'))
+    expect(clock.pendingTimers()).toEqual([])
+    for (const v of ['b', 'c', 'd']) ops.run(key(v), 'op', c.op(v))
+    expect(clock.pendingTimers()).toEqual([clock.now() + 1000])
+    for (const v of ['a', 'b', 'c']) await c.end(v)
+    expect(c.started).toEqual(['a', 'b', 'c', 'd'])
+    // Nothing waits: no timer is left to keep a process alive.
+    expect(clock.pendingTimers()).toEqual([])
+  })
+
   it('done and wait() settle when a queued operation has run and ended', async () => {
     const ops = new PendingOperations({ clock: createFakeClock(), maxRunning: 1 })
     const c = controlled()
