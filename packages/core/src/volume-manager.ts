@@ -92,6 +92,24 @@ export interface VolumeManagerOptions {
   readonly housekeepingPeriodMs?: number
   /** Backoff after a failed operation. @default { initialMs: 500, maxMs: 122000 } */
   readonly backoff?: { readonly initialMs?: number; readonly maxMs?: number }
+  /**
+   * How many operations (mount, unmount, attach, ...) run at once. More wait in the order they
+   * were started, each already pending for its volume (the reconciler sees it as running). An
+   * operation that has run for `slowOperationMs` no longer counts, so a hung mount or a slow CSI
+   * driver never holds the others back. The kubelet starts every operation at once (a goroutine
+   * each); bounding them keeps a node converging 10,000 volumes from holding 10,000 operations'
+   * state at once. 0 or `Infinity`: no bound, the kubelet's way.
+   * @default 256
+   */
+  readonly maxRunningOperations?: number
+  /**
+   * How long an operation runs before it stops counting against `maxRunningOperations`: operations
+   * that hang hold the queue back at most this long. Below the time an operation takes on a busy
+   * node (queued behind the others at the host and the journal: 100 ms was often exceeded by 256
+   * set-ups at once), slots free early and the bound stops holding.
+   * @default 1000
+   */
+  readonly slowOperationMs?: number
 }
 
 /** What the manager holds, for status pages and the docs playground. */
@@ -100,7 +118,10 @@ export interface VolumeManagerSnapshot {
   readonly mounted: readonly MountedVolume[]
   readonly attached: readonly AttachedVolume[]
   readonly podErrors: ReadonlyMap<UniquePodName, readonly string[]>
+  /** Operations started and not ended (never 0 while some are queued). */
   readonly runningOperations: number
+  /** Operations waiting for a slot (`maxRunningOperations`); each is already pending for its volume. */
+  readonly queuedOperations: number
   readonly sourcesReady: boolean
   readonly statesSynced: boolean
   /** Clock time of the last reconcile pass (0 before the first): a liveness signal. */
@@ -197,5 +218,11 @@ export function createVolumeManager(options: VolumeManagerOptions): VolumeManage
   }
   if (!Array.isArray(options.plugins)) throw new ConfigError(`createVolumeManager: the plugins option must be ${REQUIRED_OPTIONS.plugins}`)
   if (!options.nodeName) throw new ConfigError('nodeName is required')
+  for (const name of ['maxRunningOperations', 'slowOperationMs'] as const) {
+    const value = options[name]
+    if (value !== undefined && !(typeof value === 'number' && value >= 0)) {
+      throw new ConfigError(`createVolumeManager: the ${name} option must be a number ≥ 0, got ${String(value)}`)
+    }
+  }
   return new ManagerEngine(options)
 }

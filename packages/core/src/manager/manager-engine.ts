@@ -34,6 +34,10 @@ import { LOOP_SLEEP_PERIOD_MS, type RunParts, followNodeStatus, openJournal, sta
 import { type VolumeStats, VolumeStatsCollector } from './volume-stats.js'
 
 export { LOOP_SLEEP_PERIOD_MS } from './start-up.js'
+/** `maxRunningOperations` when not given (bench/README.md, "Operations in flight", has the measurements). */
+const DEFAULT_MAX_RUNNING_OPERATIONS = 256
+/** `slowOperationMs` when not given. */
+const DEFAULT_SLOW_OPERATION_MS = 1000
 /** `Attacher.waitForAttach` deadline. */
 export const WAIT_FOR_ATTACH_TIMEOUT_MS = 600_000
 
@@ -96,7 +100,13 @@ export class ManagerEngine implements VolumeManager {
       },
       populate: () => this.#populate(),
     })
-    this.#pending = new PendingOperations({ clock, backoff: options.backoff, onComplete: (key, _error, retryAt) => this.#operationEnded(key.volumeName, retryAt) })
+    this.#pending = new PendingOperations({
+      clock,
+      backoff: options.backoff,
+      maxRunning: options.maxRunningOperations ?? DEFAULT_MAX_RUNNING_OPERATIONS,
+      slowAfterMs: options.slowOperationMs ?? DEFAULT_SLOW_OPERATION_MS,
+      onComplete: (key, _error, retryAt) => this.#operationEnded(key.volumeName, retryAt),
+    })
     this.#ctx = { ...this.#operationContext(base), asw }
     this.executor = new OperationExecutor(this.#ctx, this.#pending)
     this.executor.subscribe((operation) => this.#emit({ type: 'operation', operation }))
@@ -240,6 +250,7 @@ export class ManagerEngine implements VolumeManager {
       attached: this.actualState.getAttachedVolumes(),
       podErrors,
       runningOperations: this.#pending.runningCount,
+      queuedOperations: this.#pending.queuedCount,
       sourcesReady: this.#populator.hasAddedPods(),
       statesSynced: this.#reconciler.statesHaveBeenSynced(),
       lastReconcileAt: this.#reconciler.lastPassAt,
@@ -280,7 +291,7 @@ export class ManagerEngine implements VolumeManager {
       await yieldToEventLoop()
       // A stopped manager runs no more passes: what is left for one does not count.
       const scheduler = this.#scheduler
-      if (this.#pending.runningCount === 0 && scheduler.nothingScheduled && (!scheduler.running || !this.#reconciler.hasWork)) return
+      if (this.#pending.runningCount === 0 && this.#pending.queuedCount === 0 && scheduler.nothingScheduled && (!scheduler.running || !this.#reconciler.hasWork)) return
     }
   }
 

@@ -141,26 +141,33 @@ export class OperationExecutor {
       const error = err instanceof OperationError ? err : new OperationError(errorMessage(err), errorMessage(err), 'final', { cause: err })
       return { status: 'generation-failed', error }
     }
+    // The work runs when the operation really starts, later than now when every slot is taken: its
+    // duration (the metric, the records) counts from then. The kubelet's metric hook starts its
+    // clock when the operation is generated, which there is also when its goroutine starts.
+    return this.#pending.run(key, op.name, () => this.#run(op, key.volumeName, podName, vtm))
+  }
+
+  /** Runs a started operation: its start record, then the work, then what ends it. */
+  #run(op: GeneratedOperation, volumeName: UniqueVolumeName, podName: UniquePodName, vtm: MountRequestVolume | undefined): Promise<void> {
     const ctx = this.#ctx
     const startedAt = ctx.clock.now()
-    const base = { name: op.name, volumeName: key.volumeName, podName, pluginName: op.pluginName, startedAt }
+    const { name, pluginName } = op
     // What ends an operation, success or failure: metrics, the failure's log and event, listeners.
     const end = (error: unknown): void => {
       const endedAt = ctx.clock.now()
       ctx.metrics.observe(
         'storage_operation_duration_seconds',
-        { volume_plugin: op.pluginName, operation_name: op.name, status: error === undefined ? 'success' : 'fail-unknown', migrated: 'false' },
+        { volume_plugin: pluginName, operation_name: name, status: error === undefined ? 'success' : 'fail-unknown', migrated: 'false' },
         (endedAt - startedAt) / 1000,
       )
       if (error !== undefined) {
         const message = errorMessage(error)
-        ctx.logger.error(message, { operation: op.name, volume: key.volumeName })
-        const reason = FAILURE_EVENTS[op.name]
+        ctx.logger.error(message, { operation: name, volume: volumeName })
+        const reason = FAILURE_EVENTS[name]
         if (reason && vtm) emitEvent(ctx, vtm.pod, 'Warning', reason, error instanceof OperationError ? error.eventMessage : message)
       }
       // Spelled out (the same keys in the same order as the start record, then the end): a spread
       // with a conditional part took a slow path once per operation.
-      const { name, volumeName, pluginName } = base
       this.#notify(
         error === undefined
           ? { name, volumeName, podName, pluginName, startedAt, endedAt }
@@ -169,23 +176,21 @@ export class OperationExecutor {
     }
     // Promise handlers rather than an async function with try/finally: they run in the same turns,
     // and no suspended frame is kept per running operation (a node may start 100,000 at once).
-    return this.#pending.run(key, op.name, () => {
-      this.#notify(base)
-      let running: Promise<void>
-      try {
-        running = op.run()
-      } catch (err) {
+    this.#notify({ name, volumeName, podName, pluginName, startedAt })
+    let running: Promise<void>
+    try {
+      running = op.run()
+    } catch (err) {
+      end(err)
+      return Promise.reject(err)
+    }
+    return running.then(
+      () => end(undefined),
+      (err: unknown) => {
         end(err)
-        return Promise.reject(err)
-      }
-      return running.then(
-        () => end(undefined),
-        (err: unknown) => {
-          end(err)
-          throw err
-        },
-      )
-    })
+        throw err
+      },
+    )
   }
 
   #notify(record: OperationRecord): void {
