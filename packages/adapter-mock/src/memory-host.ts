@@ -6,6 +6,7 @@ import type {
   BlockDevices,
   Clock,
   FileInfo,
+  FileStep,
   Filesystems,
   FsStats,
   Host,
@@ -19,6 +20,7 @@ import type {
   UnmountOptions,
 } from '@kubevol/core'
 import { HostError, systemClock } from '@kubevol/core'
+import { fileStepsOneByOne } from '@kubevol/core/host'
 import type { CallRunner } from './capabilities.js'
 import { createBlockDevices, createFilesystems, createLoopDevices, createStatfs } from './capabilities.js'
 import * as devices from './device-ops.js'
@@ -113,6 +115,7 @@ const LINES_KEPT = new Set([
   'truncate',
   'remove',
   'removeUnmounted',
+  'fileSteps',
   'removeAll',
   'rename',
   'symlink',
@@ -284,6 +287,15 @@ export class MemoryHost implements Host {
 
   removeUnmounted(paths: readonly string[]): Promise<void> {
     return this.#call('removeUnmounted', [paths], paths[0], () => removal.removeUnmounted(this.#state, paths))
+  }
+
+  /**
+   * The steps one after another, each as its own call of the member it names inside the one
+   * `fileSteps` call: a fault set on `mkdir`, `stat`, `chmod`, `lstat` or `writeFile` fails (or
+   * holds, or delays) that step as it would the separate call; one set on `fileSteps` the whole.
+   */
+  async fileSteps(steps: readonly FileStep[]): Promise<number> {
+    return await this.#call('fileSteps', [steps], steps[0]?.path, () => fileStepsOneByOne(this, steps))
   }
 
   removeAll(path: string): Promise<void> {
