@@ -173,9 +173,13 @@ export class MemoryHost implements Host {
     })
   }
 
-  /** Appends to a file, creating it (0600); the memory host has no cache, so `sync` has nothing to wait for. */
-  appendFile(path: string, data: Uint8Array | string, _options?: { readonly sync?: boolean }): Promise<void> {
-    return this.#call('appendFile', [path, data], path, () => files.appendFile(this.#state, path, data))
+  /**
+   * Appends to a file, creating it (0600); the memory host has no cache, so `sync` has nothing to
+   * wait for. The options are in the call interceptors see: a test can drop unsynced appends to
+   * play a crash that loses the kernel's cache.
+   */
+  appendFile(path: string, data: Uint8Array | string, options?: { readonly sync?: boolean }): Promise<void> {
+    return this.#call('appendFile', [path, data, options], path, () => files.appendFile(this.#state, path, data))
   }
 
   /** Nothing to flush in memory; fails like fsync on a missing file. */
