@@ -101,6 +101,19 @@ describe('emptyDir', () => {
     expect(h.host.exists(`${ROOT}/pods/a/plugins/kubernetes.io~empty-dir/v/ready`)).toBe(true)
   })
 
+  it.each([{ medium: '' }, { medium: 'Memory' }])('a ready marker left without its volume (medium "$medium") is removed and the volume set up anew', async ({ medium }) => {
+    const h = start()
+    const plugin = `${ROOT}/pods/a/plugins/kubernetes.io~empty-dir/v`
+    await h.host.mkdir(plugin, { recursive: true })
+    await h.host.writeFile(`${plugin}/ready`, '')
+    await h.host.writeFile(`${plugin}/fsgroup`, 'stale')
+    await h.addPodAndWait(buildPod({ uid: 'a', volumes: [{ name: 'v', emptyDir: { medium } }] }))
+    const dir = `${ROOT}/pods/a/volumes/kubernetes.io~empty-dir/v`
+    expect(((await h.host.stat(dir))?.mode ?? 0) & 0o777).toBe(0o777)
+    expect(podMounts(h.host).length).toBe(medium === 'Memory' ? 1 : 0)
+    expect(await h.host.readdir(plugin)).toEqual(['ready'])
+  })
+
   it('applies fsGroup: group, group rw and setgid on directories', async () => {
     const h = start()
     const pod = buildPod({ uid: 'a', volumes: [{ name: 'data', emptyDir: {} }], fsGroup: 2000 })
