@@ -82,6 +82,9 @@ const summary = (times) => {
 
 async function throughManager() {
   const host = createLinuxHost({})
+  // KUBEVOL_BENCH_CSI_SEPARATE_STEPS=1: the host without `fileSteps`, so core makes the steps as
+  // separate calls (the calls before that capability): the "before" of an interleaved pair.
+  if (process.env.KUBEVOL_BENCH_CSI_SEPARATE_STEPS === '1') Object.defineProperty(host, 'fileSteps', { value: undefined })
   const registry = createCsiDriverRegistry()
   registry.register({ name: DRIVER, driver: timed, endpoint })
   const objects = createMemoryObjectReader()
@@ -195,7 +198,8 @@ try {
     '',
   ]
   console.log(md.join('\n'))
-  await writeResult('csi', { benchmark: 'csi', rounds: ROUNDS, raw, perCall, managed, driverMs: inDriver, kubevolMs, share, ratio }, md.join('\n'))
+  // KUBEVOL_BENCH_DRY=1 (trial and before/after runs) prints the table and writes nothing.
+  if (!process.env.KUBEVOL_BENCH_DRY) await writeResult('csi', { benchmark: 'csi', rounds: ROUNDS, raw, perCall, managed, driverMs: inDriver, kubevolMs, share, ratio }, md.join('\n'))
 } finally {
   client.close?.()
   driver.kill()

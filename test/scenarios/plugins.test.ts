@@ -82,6 +82,38 @@ describe('emptyDir', () => {
     expect(failure(h)).toBe(`MountVolume.NewMounter initialization failed for volume "v" : ${error}`)
   })
 
+  it.each([
+    { case: 'on disk', emptyDir: {}, fsGroup: undefined, calls: ['fileSteps lstat,mkdir,setPermissions,mkdir,writeFile'] },
+    { case: 'on disk with fsGroup', emptyDir: {}, fsGroup: 2000, calls: ['fileSteps lstat,mkdir,setPermissions', 'fileSteps mkdir,writeFile'] },
+    { case: 'in memory', emptyDir: { medium: 'Memory' }, fsGroup: undefined, calls: ['fileSteps lstat,mkdir', 'isMountPoint', 'mount', 'fileSteps setPermissions,mkdir,writeFile'] },
+  ])('$case: the set-up is one host call for its file steps, split only at the tmpfs and the fsGroup walk', async ({ emptyDir, fsGroup, calls }) => {
+    const h = start()
+    const seen: string[] = []
+    h.host.intercept((call, next) => {
+      if (call.method === 'fileSteps') seen.push(`fileSteps ${(call.args[0] as { op: string }[]).map((s) => s.op).join(',')}`)
+      else if (['isMountPoint', 'mount'].includes(call.method) && call.path?.includes('empty-dir')) seen.push(call.method)
+      return next()
+    })
+    await h.addPodAndWait(buildPod({ uid: 'a', volumes: [{ name: 'v', emptyDir }], fsGroup }))
+    expect(seen).toEqual(calls)
+    const dir = `${ROOT}/pods/a/volumes/kubernetes.io~empty-dir/v`
+    expect(((await h.host.stat(dir))?.mode ?? 0) & 0o777).toBe(0o777)
+    expect(h.host.exists(`${ROOT}/pods/a/plugins/kubernetes.io~empty-dir/v/ready`)).toBe(true)
+  })
+
+  it.each([{ medium: '' }, { medium: 'Memory' }])('a ready marker left without its volume (medium "$medium") is removed and the volume set up anew', async ({ medium }) => {
+    const h = start()
+    const plugin = `${ROOT}/pods/a/plugins/kubernetes.io~empty-dir/v`
+    await h.host.mkdir(plugin, { recursive: true })
+    await h.host.writeFile(`${plugin}/ready`, '')
+    await h.host.writeFile(`${plugin}/fsgroup`, 'stale')
+    await h.addPodAndWait(buildPod({ uid: 'a', volumes: [{ name: 'v', emptyDir: { medium } }] }))
+    const dir = `${ROOT}/pods/a/volumes/kubernetes.io~empty-dir/v`
+    expect(((await h.host.stat(dir))?.mode ?? 0) & 0o777).toBe(0o777)
+    expect(podMounts(h.host).length).toBe(medium === 'Memory' ? 1 : 0)
+    expect(await h.host.readdir(plugin)).toEqual(['ready'])
+  })
+
   it('applies fsGroup: group, group rw and setgid on directories', async () => {
     const h = start()
     const pod = buildPod({ uid: 'a', volumes: [{ name: 'data', emptyDir: {} }], fsGroup: 2000 })

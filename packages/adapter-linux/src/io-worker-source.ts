@@ -32,6 +32,26 @@ export type IoOp =
    * missing. → {@link RemoveUnmounted}.
    */
   | readonly ['removeUnmounted', paths: readonly string[], flags: number, mask: number, mountRoot: number]
+  /** Each step as the call of the same name (`lstat`, `mkdir`, `mkdirp`, `writeFile`) or a stat and a chmod. → {@link FileStepsDone}. */
+  | readonly ['steps', steps: readonly IoStep[]]
+
+/**
+ * One step of a `steps` call. `lstat` with `stop` ends the steps when something is there;
+ * `setPermissions` is a stat(2) and, when its permission bits are not `permissions`, a chmod(2)
+ * to them keeping the setuid, setgid and sticky bits.
+ */
+export type IoStep =
+  | readonly ['lstat', path: string, stop: boolean]
+  | readonly ['mkdir' | 'mkdirp', path: string, mode: number]
+  | readonly ['setPermissions', path: string, permissions: number]
+  | readonly ['writeFile', path: string, data: Uint8Array | string, mode: number]
+
+/**
+ * Where `steps` ended: `[steps.length]` when every step was made, `[i]` at an `lstat` step that
+ * found something, `[i, syscall, failure]` at the step whose call failed (`stat` or `chmod` for
+ * `setPermissions`).
+ */
+export type FileStepsDone = readonly [stoppedAt: number] | readonly [failedAt: number, syscall: string, failure: IoFailure]
 
 /**
  * Where `removeUnmounted` stopped: at `paths.length` when every path is done; else at the path that
@@ -175,6 +195,29 @@ const calls = {
       }
     }
     return [paths.length, 0, '']
+  },
+  steps: (steps) => {
+    for (let i = 0; i < steps.length; i++) {
+      const [op, p, arg] = steps[i]
+      let syscall = op
+      try {
+        if (op === 'lstat') {
+          if (fs.lstatSync(p, { throwIfNoEntry: false }) !== undefined && arg) return [i]
+        } else if (op === 'setPermissions') {
+          syscall = 'stat'
+          const s = fs.statSync(p, { throwIfNoEntry: false })
+          if (s !== undefined && (s.mode & 0o777) !== arg) {
+            syscall = 'chmod'
+            fs.chmodSync(p, (s.mode & 0o7000) | arg)
+          }
+        } else {
+          calls[op](...steps[i].slice(1))
+        }
+      } catch (err) {
+        return [i, syscall, { code: typeof err?.code === 'string' ? err.code : 'EIO', errno: err?.errno, syscall: err?.syscall, message: String(err?.message ?? err) }]
+      }
+    }
+    return [steps.length]
   },
 }
 // The common answers (nothing, null, a stat's numbers) kept without the serializer, which would

@@ -33,7 +33,7 @@ import type { CallContext } from './call-runner.js'
 import type { IoFailure, IoOp } from './io-worker-source.js'
 import { ARENA_BYTES, KEPT, STARTED, TAKEN_BACK, WAITING, WORKER_SOURCE, readPlainAnswer } from './io-worker-source.js'
 
-export type { FileFields, IoFailure, IoOp, RemoveUnmounted } from './io-worker-source.js'
+export type { FileFields, FileStepsDone, IoFailure, IoOp, IoStep, RemoveUnmounted } from './io-worker-source.js'
 
 export interface IoWorkersOptions {
   /** Workers at most, blocked ones included. */

@@ -11,6 +11,7 @@ import { basename, dirname, posix } from 'node:path'
 import type {
   BlockDevices,
   FileInfo,
+  FileStep,
   Filesystems,
   FsStats,
   Host,
@@ -24,7 +25,7 @@ import type {
   UnmountOptions,
 } from '@kubevol/core'
 import { HostError, isHostError } from '@kubevol/core'
-import { joinPath, removeUnmountedOneByOne } from '@kubevol/core/host'
+import { fileStepsOneByOne, joinPath, removeUnmountedOneByOne } from '@kubevol/core/host'
 import { errnoError, toHostError } from './errno.js'
 import { findHolders } from './holders.js'
 import { createBlockDevices } from './block-devices.js'
@@ -34,7 +35,7 @@ import * as c from './constants.js'
 import { spawnTools } from './exec.js'
 import { exitNow } from './exit-now.js'
 import { toFileInfo } from './file-info.js'
-import type { FileFields, IoFailure, RemoveUnmounted } from './io-workers.js'
+import type { FileFields, FileStepsDone, IoFailure, IoStep, RemoveUnmounted } from './io-workers.js'
 import { IoWorkers } from './io-workers.js'
 import { createFilesystems } from './filesystems.js'
 import type { StatfsResult, SysResult } from './libc.js'
@@ -65,6 +66,23 @@ const IO_STALL_MS = 100
 
 /** Bytes (or characters) past which writeFile does not go through the I/O worker. */
 const LARGE_WRITE = 1 << 20
+
+/** The call name a step's failure carries: the one its Host member's error gives. */
+const FILE_STEP_SYSCALLS: Readonly<Record<string, string | undefined>> = { lstat: 'lstat', mkdir: 'mkdir', mkdirp: 'mkdir', setPermissions: 'stat', stat: 'stat', chmod: 'chmod', writeFile: 'write' }
+
+/** A step as the worker takes it: a recursive mkdir's path resolved, as {@link LinuxHost.mkdir} does. */
+function toIoStep(step: FileStep): IoStep {
+  switch (step.op) {
+    case 'lstat':
+      return ['lstat', step.path, step.stopIfFound === true]
+    case 'mkdir':
+      return step.recursive === true ? ['mkdirp', posix.resolve(step.path), step.mode ?? 0o777] : ['mkdir', step.path, step.mode ?? 0o777]
+    case 'setPermissions':
+      return ['setPermissions', step.path, step.permissions]
+    case 'writeFile':
+      return ['writeFile', step.path, step.data, step.mode ?? 0o666]
+  }
+}
 
 /** Absolute, with no empty, `.` or `..` component and no trailing slash: what posix.resolve would leave as it is. */
 function isNormalAbsolute(path: string): boolean {
@@ -298,6 +316,23 @@ export class LinuxHost implements Host {
       }
     }
     await removeUnmountedOneByOne(this, paths.slice(from))
+  }
+
+  /**
+   * One call on the I/O worker: each step the system calls its member makes (lstat, mkdir or
+   * node's `mkdir -p`, stat and chmod, open/write/close), one after another on the worker's thread.
+   * A step's failure is that member's HostError (its call name and path). A file too large for the
+   * worker (see writeFile) makes the steps the separate calls.
+   */
+  async fileSteps(steps: readonly FileStep[]): Promise<number> {
+    const first = steps[0]
+    if (first === undefined) return 0
+    if (steps.some((step) => step.op === 'writeFile' && step.data.length > LARGE_WRITE)) return fileStepsOneByOne(this, steps)
+    const io = steps.map(toIoStep)
+    const done = await this.#sys.fs(FILE_STEP_SYSCALLS[first.op] ?? first.op, io[0]?.[1] ?? first.path, (call) => this.#io.run<FileStepsDone>(['steps', io], call))
+    if (done.length === 1) return done[0]
+    const [at, syscall, failure] = done
+    throw toHostError(failure, FILE_STEP_SYSCALLS[syscall] ?? syscall, io[at]?.[1] ?? '')
   }
 
   removeAll(path: string): Promise<void> {

@@ -152,3 +152,40 @@ describe('fault injection', () => {
     expect(order).toEqual(['after the call', 'settled'])
   })
 })
+
+describe('fault injection into file steps', () => {
+  const steps = [
+    { op: 'mkdir', path: '/v', recursive: true, mode: 0o777 },
+    { op: 'setPermissions', path: '/v', permissions: 0o777 },
+    { op: 'mkdir', path: '/p', recursive: true, mode: 0o750 },
+    { op: 'writeFile', path: '/p/ready', data: '' },
+  ] as const
+
+  it.each([
+    { method: 'mkdir', path: '/v', made: [] },
+    { method: 'stat', path: '/v', made: ['/v'] },
+    { method: 'mkdir', path: '/p', made: ['/v'] },
+    { method: 'writeFile', path: '/p/ready', made: ['/v', '/p'] },
+  ])('a fault on the step $method $path fails fileSteps there; the steps before it are made, none after', async ({ method, path, made }) => {
+    const host = createMemoryHost()
+    host.faults.failOn({ method, path }, 'EIO')
+    const { error } = await settled(host.fileSteps(steps))
+    expect(isHostError(error, 'EIO')).toBe(true)
+    expect((error as HostError).path).toBe(path)
+    expect(['/v', '/p', '/p/ready'].filter((p) => host.exists(p))).toEqual(made)
+  })
+
+  it('a step held by hangOn holds the whole call; a fault on fileSteps fails it before any step', async () => {
+    const host = createMemoryHost()
+    const hang = host.faults.hangOn({ method: 'writeFile' })
+    const running = host.fileSteps(steps)
+    expect((await hang.reached()).path).toBe('/p/ready')
+    expect(host.exists('/p/ready')).toBe(false)
+    hang.release()
+    expect(await running).toBe(4)
+    const other = createMemoryHost()
+    other.faults.failOn({ method: 'fileSteps' }, 'EIO')
+    expect(isHostError((await settled(other.fileSteps(steps))).error, 'EIO')).toBe(true)
+    expect(other.exists('/v')).toBe(false)
+  })
+})

@@ -6,6 +6,7 @@ import type {
   BlockDevices,
   Clock,
   FileInfo,
+  FileStep,
   Filesystems,
   FsStats,
   Host,
@@ -19,6 +20,7 @@ import type {
   UnmountOptions,
 } from '@kubevol/core'
 import { HostError, systemClock } from '@kubevol/core'
+import { fileStepsOneByOne } from '@kubevol/core/host'
 import type { CallRunner } from './capabilities.js'
 import { createBlockDevices, createFilesystems, createLoopDevices, createStatfs } from './capabilities.js'
 import * as devices from './device-ops.js'
@@ -113,6 +115,7 @@ const LINES_KEPT = new Set([
   'truncate',
   'remove',
   'removeUnmounted',
+  'fileSteps',
   'removeAll',
   'rename',
   'symlink',
@@ -170,9 +173,13 @@ export class MemoryHost implements Host {
     })
   }
 
-  /** Appends to a file, creating it (0600); the memory host has no cache, so `sync` has nothing to wait for. */
-  appendFile(path: string, data: Uint8Array | string, _options?: { readonly sync?: boolean }): Promise<void> {
-    return this.#call('appendFile', [path, data], path, () => files.appendFile(this.#state, path, data))
+  /**
+   * Appends to a file, creating it (0600); the memory host has no cache, so `sync` has nothing to
+   * wait for. The options are in the call interceptors see: a test can drop unsynced appends to
+   * play a crash that loses the kernel's cache.
+   */
+  appendFile(path: string, data: Uint8Array | string, options?: { readonly sync?: boolean }): Promise<void> {
+    return this.#call('appendFile', [path, data, options], path, () => files.appendFile(this.#state, path, data))
   }
 
   /** Nothing to flush in memory; fails like fsync on a missing file. */
@@ -284,6 +291,15 @@ export class MemoryHost implements Host {
 
   removeUnmounted(paths: readonly string[]): Promise<void> {
     return this.#call('removeUnmounted', [paths], paths[0], () => removal.removeUnmounted(this.#state, paths))
+  }
+
+  /**
+   * The steps one after another, each as its own call of the member it names inside the one
+   * `fileSteps` call: a fault set on `mkdir`, `stat`, `chmod`, `lstat` or `writeFile` fails (or
+   * holds, or delays) that step as it would the separate call; one set on `fileSteps` the whole.
+   */
+  async fileSteps(steps: readonly FileStep[]): Promise<number> {
+    return await this.#call('fileSteps', [steps], steps[0]?.path, () => fileStepsOneByOne(this, steps))
   }
 
   removeAll(path: string): Promise<void> {

@@ -40,6 +40,7 @@ export type { Paths } from './paths.js'
 export type {
   BlockDevices,
   FileInfo,
+  FileStep,
   Filesystems,
   FilesystemSize,
   FsStats,

@@ -196,6 +196,27 @@ export interface SELinux {
   enabled(): Promise<boolean>
 }
 
+/**
+ * One step of {@link Host.fileSteps}: what the Host member of the same name does, with its options,
+ * its system calls and its errors.
+ */
+export type FileStep =
+  /**
+   * {@link Host.lstat}. With `stopIfFound`, something at `path` (a symlink included) ends the
+   * sequence there, as a result and not an error: the steps after it are not made.
+   */
+  | { readonly op: 'lstat'; readonly path: string; readonly stopIfFound?: boolean }
+  /** {@link Host.mkdir}. */
+  | { readonly op: 'mkdir'; readonly path: string; readonly recursive?: boolean; readonly mode?: number }
+  /**
+   * {@link Host.stat} of `path`, then, when it is there and its permission bits (0o777) are not
+   * `permissions`, {@link Host.chmod} to them, keeping setuid, setgid and sticky: what the kubelet
+   * does after a `mkdir` whose mode the umask cut. A missing `path` is no error (nothing to change).
+   */
+  | { readonly op: 'setPermissions'; readonly path: string; readonly permissions: number }
+  /** {@link Host.writeFile}. */
+  | { readonly op: 'writeFile'; readonly path: string; readonly data: Uint8Array | string; readonly mode?: number }
+
 /** Files: the subset of POSIX the plugins need. */
 export interface Host {
   /** Information about `path` itself (a symlink is reported as a symlink). Null when absent. */
@@ -263,6 +284,15 @@ export interface Host {
    * after it are left as they are.
    */
   removeUnmounted?(paths: readonly string[]): Promise<void>
+  /**
+   * Makes `steps` in order, each one as its Host member would, as one call where the host can make
+   * it one (an emptyDir's set-up: its directory, its mode, its marker's directory, the marker).
+   * Resolves with the index of the `lstat` step with `stopIfFound` that found something, or
+   * `steps.length` when every step was made. The first step that fails ends it with that step's
+   * own error (code, call and path as the member gives them); the steps after it are not made.
+   * Not atomic: another call may run between two steps, as between separate calls.
+   */
+  fileSteps?(steps: readonly FileStep[]): Promise<number>
   /** What holds `path` busy, for the message of an unmount that failed with EBUSY. */
   holders?(path: string): Promise<PathHolders>
   /**

@@ -8,3 +8,4 @@
 export { basename, dirname, joinPath } from '../paths.js'
 export { decodeUtf8, encodeUtf8 } from '../text.js'
 export { removeUnmounted, removeUnmountedOneByOne } from '../plugins/util/remove-unmounted.js'
+export { fileStepsOneByOne, runFileSteps } from '../plugins/util/file-steps.js'

@@ -3,7 +3,10 @@ import type { VolumeSpec } from '../api/volume-spec.js'
 import { SmallMap } from '../cache/small-map.js'
 import { crc32 } from './crc32.js'
 import { crc32Utf8 } from './crc32-utf8.js'
-import { type JournalRecord, type JournalVolume, parseJournal, replay } from './journal.js'
+import { HostError } from '../errors.js'
+import type { Host } from '../host/host.js'
+import { silentLogger } from '../observability.js'
+import { type JournalRecord, type JournalVolume, VolumeJournal, parseJournal, replay } from './journal.js'
 import { JournalState } from './journal-state.js'
 
 const spec: VolumeSpec = { name: 'v', readOnly: false }
@@ -166,5 +169,56 @@ describe('JournalState', () => {
     const state = new JournalState()
     state.apply(setup)
     expect(JSON.stringify(state.records())).toBe(JSON.stringify([setup]))
+  })
+})
+
+describe('VolumeJournal.record', () => {
+  /** A host that keeps the journal's appends, each with whether it was synced; every append waits for `release`. */
+  function appendingHost() {
+    const appends: { text: string; sync: boolean }[] = []
+    let release: () => void = () => undefined
+    const host = {
+      readFile: async (path: string) => {
+        throw new HostError('ENOENT', 'open', path, 'no such file or directory')
+      },
+      mkdir: async () => undefined,
+      writeFile: async () => undefined,
+      rename: async () => undefined,
+      appendFile: (_: string, data: string | Uint8Array, options?: { readonly sync?: boolean }) => {
+        appends.push({ text: String(data), sync: options?.sync === true })
+        return new Promise<void>((resolve) => {
+          release = resolve
+        })
+      },
+    } as unknown as Host
+    return { host, appends, release: () => release() }
+  }
+
+  it('with sync: false, writes the record without a sync and resolves once it is written', async () => {
+    const { host, appends, release } = appendingHost()
+    const journal = await VolumeJournal.open({ host, path: '/j/volumes.log', logger: silentLogger })
+    const written = journal.record(setup, { sync: false })
+    expect(appends).toEqual([{ text: line(setup), sync: false }])
+    release()
+    await written
+    expect(journal.hasSetup('p/v', 'a')).toBe(true)
+  })
+
+  it('an unsynced record that shares a write with a synced one is synced with it', async () => {
+    const { host, appends, release } = appendingHost()
+    const journal = await VolumeJournal.open({ host, path: '/j/volumes.log', logger: silentLogger })
+    // The first write is under way; the next two wait for it and go out together.
+    const first = journal.record(attached)
+    const lazy = journal.record(setup, { sync: false })
+    const durable = journal.record(device)
+    release()
+    await first
+    await Promise.resolve()
+    expect(appends).toEqual([
+      { text: line(attached), sync: true },
+      { text: line(setup) + line(device), sync: true },
+    ])
+    release()
+    await Promise.all([lazy, durable])
   })
 })

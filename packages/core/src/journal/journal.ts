@@ -221,10 +221,17 @@ export class VolumeJournal {
    * syncing are written together by the next one (group commit), so a thousand concurrent
    * operations cost a handful of syncs, not a thousand. The records of one write share the
    * returned promise: it settles for all of them at once, as their write does.
+   *
+   * With `sync: false`, the record goes into the next write like any other but does not make that
+   * write wait for a sync: it resolves once the record is written (in the kernel's cache), and is
+   * durable with the next synced write (fdatasync covers all of the file's data written before it)
+   * or the kernel's writeback. Only for an intent whose step reconstruction finds from the disk
+   * layout without the journal (an emptyDir's directory): a crash that loses it loses nothing the
+   * disk scan does not find. Fails as the write fails.
    */
-  record(record: JournalRecord): Promise<void> {
+  record(record: JournalRecord, options?: { readonly sync?: boolean }): Promise<void> {
     if (this.#readOnly) return Promise.reject(new Error('the journal was opened read-only'))
-    return this.#enqueue(record, true)
+    return this.#enqueue(record, options?.sync !== false)
   }
 
   #enqueue(record: JournalRecord, sync: boolean): Promise<void> {

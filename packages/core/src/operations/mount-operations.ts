@@ -14,6 +14,7 @@ import type { AttachedVolume, MountedVolume } from '../cache/actual-state.js'
 import type { VolumeToMount } from '../cache/desired-state.js'
 import { type FailureKind, OperationError, errorMessage, failureKind, isHostError } from '../errors.js'
 import type { VolumePlugin } from '../plugins/plugin.js'
+import { EMPTY_DIR_PLUGIN_NAME } from '../plugins/empty-dir.js'
 import type { FileInfo } from '../host/host.js'
 import {
   type MessageSubject,
@@ -80,7 +81,19 @@ async function mountVolume(step: MountStep): Promise<void> {
     }
   }
   const device = await mountDeviceIfNeeded(step, devicePath, fsGroup)
-  if (device.setupIntent) await ctx.journal?.record(setupRecord(vtm))
+  // The set-up's intent: durable before the step, unless the disk scan finds everything the step
+  // makes without it (foundOnDisk); then written with the step, in the same turn, and waited for
+  // after it, unsynced.
+  let unsynced: Promise<void> | undefined
+  if (device.setupIntent && ctx.journal) {
+    if (foundOnDisk(plugin, vtm)) {
+      unsynced = ctx.journal.record(setupRecord(vtm), { sync: false })
+      // Handled here too: a set-up that fails first leaves the write's failure to no one.
+      unsynced.catch(() => undefined)
+    } else {
+      await ctx.journal.record(setupRecord(vtm))
+    }
+  }
   try {
     await mounter.setUp({
       fsGroup,
@@ -92,6 +105,13 @@ async function mountVolume(step: MountStep): Promise<void> {
   } catch (err) {
     markVolumeErrorState(ctx, vtm, await failureKindAt(ctx, mounter.getPath(), err))
     throw stepFailed('MountVolume.SetUp failed', subject, err)
+  }
+  try {
+    await unsynced
+  } catch (err) {
+    // Set up, with no record of it: the disk scan finds it after a restart; retry the record.
+    ctx.asw.markVolumeMountAsUncertain(markOptions(vtm))
+    throw stepFailed('MountVolume.SetUp failed', subject, err, 'uncertain')
   }
   const log = isRemount ? ctx.logger.debug : ctx.logger.info
   log.call(ctx.logger, detailedMessage('MountVolume.SetUp succeeded', subject))
@@ -203,6 +223,20 @@ async function prepareSubPaths(ctx: OperationContext, vtm: VolumeToMount, volume
     if ((await ctx.host.lstat(target)) && (await ctx.host.isMountPoint(target))) continue
     await subPaths.bind(volumePath, mount.subPath, target, { readOnly: mount.readOnly || vtm.spec.readOnly })
   }
+}
+
+/**
+ * True when a crash at any point of this volume's set-up leaves nothing that reconstruction cannot
+ * find without the journal: an emptyDir, whose set-up makes its directory under the pod's
+ * `volumes` first (`mkdir -p`), and everything else at or below it (its tmpfs) or beside it (the
+ * ready marker, written last), so the disk scan finds whatever exists and the tear-down it leads to
+ * unmounts before it removes. Its set-up intent need not be durable before the step. Not for a pod
+ * with sub paths (their binds, made after the set-up, are kept to the rule that an intent is
+ * durable first), nor for any other plugin: a device mount, a loop device, a hostPath's sub
+ * paths, a CSI publish are what the journal exists for.
+ */
+function foundOnDisk(plugin: VolumePlugin, vtm: VolumeToMount): boolean {
+  return plugin.name === EMPTY_DIR_PLUGIN_NAME && !usesSubPaths(vtm.pod)
 }
 
 /**

@@ -6,10 +6,11 @@ import type { Pod } from '../api/kubernetes.js'
 import { parseQuantity } from '../api/quantity.js'
 import type { VolumeSpec } from '../api/volume-spec.js'
 import { HostError, isHostError } from '../errors.js'
-import type { FsStats, Host } from '../host/host.js'
+import type { FileStep, FsStats, Host } from '../host/host.js'
 import { joinPath } from '../paths.js'
 import type { Mounter, MounterArgs, VolumePlugin, VolumePluginContext } from './plugin.js'
 import { unmountMountPoint } from './util/cleanup-mount-point.js'
+import { runFileSteps } from './util/file-steps.js'
 import { applyFsGroup } from './util/fs-group.js'
 
 export const EMPTY_DIR_PLUGIN_NAME = 'kubernetes.io/empty-dir'
@@ -77,18 +78,33 @@ async function diskUsage(context: VolumePluginContext, dir: string): Promise<{ b
   return { bytes, inodes }
 }
 
+/** Steps around an emptyDir's own in {@link setUpEmptyDirAt}, made in the same host calls. */
+export interface EmptyDirSteps {
+  /** Before the directory is made; an `lstat` with `stopIfFound` that finds something ends the set-up there. */
+  readonly before?: readonly FileStep[]
+  /** After its mode is set. */
+  readonly after?: readonly FileStep[]
+}
+
 /**
  * An emptyDir's set-up at `dir` (the kubelet's wrapper volume that configMap, secret, downwardAPI and
- * projected volumes live in, too): a 0777 directory, with a tmpfs of `tmpfsBytes` mounted on it when
- * given. Idempotent.
+ * projected volumes live in, too): a 0777 directory (`mkdir -p`, then a chmod when the umask took
+ * bits), with a tmpfs of `tmpfsBytes` mounted on it when given. Idempotent. On disk the steps,
+ * `around`'s included, are one host call where the host has `fileSteps`; a tmpfs splits them at its
+ * mount. False when a `before` step stopped it (nothing after that step was made).
  */
-export async function setUpEmptyDirAt(host: Host, dir: string, tmpfsBytes: number | undefined): Promise<void> {
-  await host.mkdir(dir, { recursive: true, mode: 0o777 })
-  if (tmpfsBytes !== undefined && !(await host.isMountPoint(dir))) {
+export async function setUpEmptyDirAt(host: Host, dir: string, tmpfsBytes: number | undefined, around: EmptyDirSteps = {}): Promise<boolean> {
+  const before = around.before ?? []
+  const after = around.after ?? []
+  const make: FileStep = { op: 'mkdir', path: dir, recursive: true, mode: 0o777 }
+  const mode: FileStep = { op: 'setPermissions', path: dir, permissions: 0o777 }
+  if (tmpfsBytes === undefined) return (await runFileSteps(host, [...before, make, mode, ...after])) >= before.length
+  if ((await runFileSteps(host, [...before, make])) < before.length) return false
+  if (!(await host.isMountPoint(dir))) {
     await host.mount({ source: 'tmpfs', target: dir, fstype: 'tmpfs', options: [tmpfsSizeOption(tmpfsBytes)] })
   }
-  const info = await host.stat(dir)
-  if (info && (info.mode & 0o777) !== 0o777) await host.chmod(dir, (info.mode & ~0o777) | 0o777)
+  await runFileSteps(host, [mode, ...after])
+  return true
 }
 
 /**
@@ -176,24 +192,35 @@ function createEmptyDirMounter(context: VolumePluginContext, spec: VolumeSpec, p
     getAttributes: () => ({ readOnly: false, managed: true, seLinuxRelabel: true }),
     async setUp(args: MounterArgs) {
       const { host } = context
-      if (await host.lstat(marker)) {
+      const plugin = pluginDir(context, podUID, spec.name)
+      const size = kind === 'Memory' ? memoryVolumeSize(pod, spec.volume?.emptyDir?.sizeLimit, nodeAllocatable) : undefined
+      // The kubelet's order: the ready marker looked at; the directory, its tmpfs, its mode; fsGroup;
+      // the marker's directory and the marker last (a crash before them sets the volume up again).
+      // With no fsGroup to apply, a disk volume's whole set-up is one host call where the host has
+      // `fileSteps`.
+      const markerSteps: FileStep[] = [
+        { op: 'mkdir', path: plugin, recursive: true, mode: 0o750 },
+        { op: 'writeFile', path: marker, data: '' },
+      ]
+      const after = args.fsGroup === undefined ? markerSteps : []
+      if (!(await setUpEmptyDirAt(host, dir, size, { before: [{ op: 'lstat', path: marker, stopIfFound: true }], after }))) {
+        // Marked ready: done while what it marks is there; else set up anew.
         if (kind === 'Memory' && (await host.isMountPoint(dir).catch(() => false))) return
         if (kind === '' && (await host.lstat(dir))) return
-        await host.removeAll(pluginDir(context, podUID, spec.name))
+        await host.removeAll(plugin)
+        await setUpEmptyDirAt(host, dir, size, { after })
       }
-      const size = kind === 'Memory' ? memoryVolumeSize(pod, spec.volume?.emptyDir?.sizeLimit, nodeAllocatable) : undefined
-      await setUpEmptyDirAt(host, dir, size)
+      if (after.length > 0) return
       await applyFsGroup(context, {
         dir,
         fsGroup: args.fsGroup,
         policy: args.fsGroupChangePolicy,
         readOnly: false,
-        recordPath: joinPath(pluginDir(context, podUID, spec.name), 'fsgroup'),
+        recordPath: joinPath(plugin, 'fsgroup'),
         pod,
         pluginName: EMPTY_DIR_PLUGIN_NAME,
       })
-      await host.mkdir(pluginDir(context, podUID, spec.name), { recursive: true, mode: 0o750 })
-      await host.writeFile(marker, '')
+      await runFileSteps(host, markerSteps)
     },
     async getMetrics(): Promise<FsStats> {
       if (kind === 'Memory' && context.host.statfs) return context.host.statfs(dir)

@@ -9,6 +9,7 @@ import type { Host, MountEntry } from '../host/host.js'
 import { joinPath } from '../paths.js'
 import { devicesContract } from './host-contract-devices.js'
 import { filesContract } from './host-contract-files.js'
+import { fileStepsContract } from './host-contract-steps.js'
 import { ownershipContract, symlinksContract } from './host-contract-links.js'
 import { mountsContract } from './host-contract-mounts.js'
 import { type ContractContext, text } from './host-contract-support.js'
@@ -87,6 +88,7 @@ export function runHostContract(name: string, setup: () => Promise<HostContractS
     })
 
     describe.skipIf(skipped.has('files'))('directories and files', () => filesContract(contract))
+    describe.skipIf(skipped.has('files'))('file steps', () => fileStepsContract(contract))
 
     describe.skipIf(skipped.has('symlinks'))('symlinks', () => symlinksContract(contract))
 

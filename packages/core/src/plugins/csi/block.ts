@@ -26,7 +26,7 @@ import { accessModeOf, attachmentName, csiSourceOf, podInfoAttributes, readSecre
 import { CSI_PLUGIN_NAME, type CsiRuntime, call, capabilitiesOf, driverObject, driverOf } from './runtime.js'
 import { nodeUnpublish } from './publish.js'
 import { removeMountDir } from './stage.js'
-import { type VolData, loadVolData, saveVolData } from './vol-data.js'
+import { type VolData, loadVolData, makeDirWithVolData } from './vol-data.js'
 
 /** The block paths of one volume (`specName` is the PV name). */
 export interface CsiBlockPaths {
@@ -84,8 +84,7 @@ async function saveBlockVolData(rt: CsiRuntime, spec: VolumeSpec, attachRequired
   const source = persistentSource(spec)
   const { host, nodeName } = rt.context()
   const { dataDir } = blockPaths(rt, spec.name)
-  await host.mkdir(dataDir, { recursive: true, mode: 0o750 })
-  await saveVolData(host, dataDir, {
+  await makeDirWithVolData(host, dataDir, dataDir, {
     specVolID: spec.name,
     volumeHandle: source.volumeHandle,
     driverName: source.driver,

@@ -14,7 +14,7 @@ import { classifyCsiError, csiStepError, isFinalCsiError } from './csi-error.js'
 import { accessModeOf, attachmentName, csiSourceOf, ephemeralVolumeHandle, lifecycleModesOf, podInfoAttributes, readSecrets, serviceAccountTokens } from './requests.js'
 import { CSI_PLUGIN_NAME, type CsiRuntime, call, capabilitiesOf, driverObject, driverOf, stagingPath } from './runtime.js'
 import { removeMountDir, removeVolumeDirs } from './stage.js'
-import { type VolData, loadVolData, removeVolData, saveVolData } from './vol-data.js'
+import { type VolData, loadVolData, removeVolData, makeDirWithVolData } from './vol-data.js'
 
 /** The pod's volume directory and its `mount` target. */
 export function publishPaths(rt: CsiRuntime, podUID: string, specName: string): { dir: string; target: string } {
@@ -39,8 +39,7 @@ export async function publishVolume(rt: CsiRuntime, spec: VolumeSpec, pod: Pod, 
   }
   const volumeHandle = source.ephemeral ? ephemeralVolumeHandle(podUID, spec.name) : source.volumeHandle
   const attachRequired = !source.ephemeral && object?.spec?.attachRequired !== false
-  await host.mkdir(dir, { recursive: true, mode: 0o750 })
-  await saveVolData(host, dir, {
+  await makeDirWithVolData(host, dir, dir, {
     specVolID: spec.name,
     volumeHandle,
     driverName: source.driver,

@@ -10,7 +10,7 @@ import { waitForVolumeAttachment } from './attachment.js'
 import { classifyCsiError, csiStepError, isFinalCsiError } from './csi-error.js'
 import { accessModeOf, csiSourceOf, readSecrets } from './requests.js'
 import { type CsiRuntime, call, capabilitiesOf, driverObject, driverOf } from './runtime.js'
-import { loadVolData, removeVolData, saveVolData, VOL_DATA_FILE } from './vol-data.js'
+import { loadVolData, removeVolData, makeDirWithVolData, VOL_DATA_FILE } from './vol-data.js'
 
 /** Removes a directory (or file) unless it is a mount point; absent is fine, still mounted is an error. */
 export async function removeMountDir(rt: CsiRuntime, path: string): Promise<void> {
@@ -44,8 +44,7 @@ export async function stageVolume(rt: CsiRuntime, spec: VolumeSpec, deviceMountP
   const { host } = context
   const driver = driverOf(rt, source.driver, 'attacher.MountDevice failed to create newCsiDriverClient')
   const dataDir = dirname(deviceMountPath)
-  await host.mkdir(deviceMountPath, { recursive: true, mode: 0o750 })
-  await saveVolData(host, dataDir, { driverName: source.driver, volumeHandle: source.volumeHandle })
+  await makeDirWithVolData(host, deviceMountPath, dataDir, { driverName: source.driver, volumeHandle: source.volumeHandle })
   const cleanup = async (): Promise<void> => {
     await removeMountDir(rt, deviceMountPath).catch(() => undefined)
     await removeVolData(host, dataDir).catch(() => undefined)

@@ -7,6 +7,7 @@ import type { Host } from '../../host/host.js'
 import type { VolumeSpec } from '../../api/volume-spec.js'
 import { basename, dirname, joinPath } from '../../paths.js'
 import { decodeUtf8 } from '../../text.js'
+import { runFileSteps } from '../util/file-steps.js'
 
 export const VOL_DATA_FILE = 'vol_data.json'
 
@@ -21,9 +22,15 @@ export interface VolData {
   readonly seLinuxMountContext?: string
 }
 
-/** Writes `dir/vol_data.json` (0640). */
-export async function saveVolData(host: Host, dir: string, data: VolData): Promise<void> {
-  await host.writeFile(joinPath(dir, VOL_DATA_FILE), JSON.stringify(data), { mode: 0o640 })
+/**
+ * `mkdir -p` of `mountDir` (0750), then `dataDir/vol_data.json` written (0640), as the kubelet
+ * makes them before staging or publishing: one host call where the host has `fileSteps`.
+ */
+export async function makeDirWithVolData(host: Host, mountDir: string, dataDir: string, data: VolData): Promise<void> {
+  await runFileSteps(host, [
+    { op: 'mkdir', path: mountDir, recursive: true, mode: 0o750 },
+    { op: 'writeFile', path: joinPath(dataDir, VOL_DATA_FILE), data: JSON.stringify(data), mode: 0o640 },
+  ])
 }
 
 /** Reads `dir/vol_data.json`; null when it does not exist. Throws on malformed content. */
