@@ -3,7 +3,7 @@
  * and the words used when a value is refused. The loader, the validator and the help text all read it.
  */
 import * as z from 'zod/mini'
-import '../zod-messages.js'
+import { withEnglishMessages } from '../zod-messages.js'
 import { isKubeletLabel, isKubernetesLabel } from '../kube/kubelet-labels.js'
 import { formatDuration, parseDuration } from './duration.js'
 
@@ -104,40 +104,42 @@ const nodeLabels = z.pipe(
  * The schema of a complete configuration. Every key has its default here, so parsing `{}` gives the
  * agent's defaults (mode-dependent ones, marked "per mode", are resolved in {@link resolveModeDefaults}).
  */
-export const agentConfigSchema = z.strictObject({
-  nodeName: z.string().check(z.minLength(1), z.maxLength(253)),
-  mode: z._default(mode, 'static'),
-  host: z._default(hostKind, 'mock'),
-  rootDir: z._default(z.string().check(z.startsWith('/')), '/var/lib/kubevol'),
-  manifestDir: z._default(z.string().check(z.startsWith('/')), '/etc/kubevol/manifests'),
-  manifestRescanMs: z._default(millis(10), 20_000),
-  controllerAttachDetach: z.optional(z.boolean()),
-  registerNode: z.optional(z.boolean()),
-  nodeLabels: z._default(nodeLabels, {}),
-  kubeconfig: z.optional(z.string().check(z.minLength(1))),
-  objectCacheTtlMs: z._default(millis(0), 5_000),
-  configMapAndSecretChangeDetectionStrategy: z._default(changeDetection, 'Watch'),
-  nodeStatusPeriodMs: z._default(millis(10), 10_000),
-  watchRetryMs: z._default(millis(1), 1_000),
-  address: z._default(z.string().check(z.minLength(1)), '127.0.0.1'),
-  port: z._default(z.number().check(z.int(), z.minimum(0), z.maximum(65_535)), 10_280),
-  authTokenFile: z.optional(z.string().check(z.minLength(1))),
-  unauthenticatedProbes: z._default(z.boolean(), false),
-  stuckOperationMs: z._default(millis(10), 120_000),
-  logFormat: z._default(logFormat, 'auto'),
-  verbosity: z._default(z.number().check(z.int(), z.minimum(0), z.maximum(10)), 2),
-  eventsKept: z._default(z.number().check(z.int(), z.minimum(1)), 1_000),
-  postEvents: z.optional(z.boolean()),
-  finalizePodDeletion: z.optional(z.boolean()),
-  statsPeriodMs: z._default(millis(0), 60_000),
-  podSyncRetryMs: z._default(millis(1), 10_000),
-  podSyncTimeoutMs: z._default(millis(1), 123_000),
-  shutdownGraceMs: z._default(millis(0), 10_000),
-  csiDrivers: z._default(csiDrivers, []),
-  pluginRegistration: z.optional(z.boolean()),
-  pluginRegistrationDir: z.optional(z.string().check(z.startsWith('/'))),
-  config: z.optional(z.string().check(z.minLength(1))),
-})
+export const agentConfigSchema = withEnglishMessages(
+  z.strictObject({
+    nodeName: z.string().check(z.minLength(1), z.maxLength(253)),
+    mode: z._default(mode, 'static'),
+    host: z._default(hostKind, 'mock'),
+    rootDir: z._default(z.string().check(z.startsWith('/')), '/var/lib/kubevol'),
+    manifestDir: z._default(z.string().check(z.startsWith('/')), '/etc/kubevol/manifests'),
+    manifestRescanMs: z._default(millis(10), 20_000),
+    controllerAttachDetach: z.optional(z.boolean()),
+    registerNode: z.optional(z.boolean()),
+    nodeLabels: z._default(nodeLabels, {}),
+    kubeconfig: z.optional(z.string().check(z.minLength(1))),
+    objectCacheTtlMs: z._default(millis(0), 5_000),
+    configMapAndSecretChangeDetectionStrategy: z._default(changeDetection, 'Watch'),
+    nodeStatusPeriodMs: z._default(millis(10), 10_000),
+    watchRetryMs: z._default(millis(1), 1_000),
+    address: z._default(z.string().check(z.minLength(1)), '127.0.0.1'),
+    port: z._default(z.number().check(z.int(), z.minimum(0), z.maximum(65_535)), 10_280),
+    authTokenFile: z.optional(z.string().check(z.minLength(1))),
+    unauthenticatedProbes: z._default(z.boolean(), false),
+    stuckOperationMs: z._default(millis(10), 120_000),
+    logFormat: z._default(logFormat, 'auto'),
+    verbosity: z._default(z.number().check(z.int(), z.minimum(0), z.maximum(10)), 2),
+    eventsKept: z._default(z.number().check(z.int(), z.minimum(1)), 1_000),
+    postEvents: z.optional(z.boolean()),
+    finalizePodDeletion: z.optional(z.boolean()),
+    statsPeriodMs: z._default(millis(0), 60_000),
+    podSyncRetryMs: z._default(millis(1), 10_000),
+    podSyncTimeoutMs: z._default(millis(1), 123_000),
+    shutdownGraceMs: z._default(millis(0), 10_000),
+    csiDrivers: z._default(csiDrivers, []),
+    pluginRegistration: z.optional(z.boolean()),
+    pluginRegistrationDir: z.optional(z.string().check(z.startsWith('/'))),
+    config: z.optional(z.string().check(z.minLength(1))),
+  }),
+)
 
 /** The agent's configuration as `startAgent` takes it (defaults filled in). */
 export type AgentConfig = z.output<typeof agentConfigSchema>

@@ -6,7 +6,7 @@
 import { type Document, LineCounter, isMap, isNode, isScalar, isSeq, parseAllDocuments } from 'yaml'
 import { validatePod } from '@kubevol/core'
 import * as z from 'zod/mini'
-import '../zod-messages.js'
+import { withEnglishMessages } from '../zod-messages.js'
 
 /** The kinds a manifest directory may hold. */
 export const MANIFEST_KINDS = ['Pod', 'PersistentVolumeClaim', 'PersistentVolume', 'ConfigMap', 'Secret', 'CSIDriver'] as const
@@ -54,7 +54,7 @@ const container = z.looseObject({
   volumeDevices: z.optional(z.array(z.looseObject({ name: nonEmpty, devicePath: nonEmpty }))),
 })
 
-const schemas: Record<ManifestKind, z.ZodMiniType> = {
+const schemas: Record<ManifestKind, z.ZodMiniType> = withEnglishMessages({
   Pod: z.looseObject({
     apiVersion: z.literal('v1'),
     metadata,
@@ -84,7 +84,7 @@ const schemas: Record<ManifestKind, z.ZodMiniType> = {
     stringData: z.optional(z.record(z.string(), z.string())),
   }),
   CSIDriver: z.looseObject({ apiVersion: z.literal('storage.k8s.io/v1'), metadata: clusterMetadata, spec: z.optional(z.looseObject({})) }),
-}
+})
 
 type Path = readonly (string | number)[]
 
