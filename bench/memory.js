@@ -10,7 +10,8 @@
 // Each workload runs twice, back to back: with node's defaults, and as the image starts the agent
 // (deploy/Dockerfile: the node flags of its ENTRYPOINT, its MALLOC_* environment).
 // KUBEVOL_BENCH_MEMORY_NODE_FLAGS replaces those flags (e.g. '--max-semi-space-size=4');
-// KUBEVOL_BENCH_MEMORY_ONLY (a comma list of workloads) runs only those and writes nothing.
+// KUBEVOL_BENCH_MEMORY_ONLY (a comma list of workloads) runs only those and writes nothing;
+// KUBEVOL_BENCH_MEMORY_AGENT runs another build of the agent.
 import { spawn, spawnSync } from 'node:child_process'
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
@@ -21,7 +22,6 @@ import { scratchFilesystem } from './scratch-fs.js'
 
 const self = fileURLToPath(import.meta.url)
 const preload = fileURLToPath(new URL('../packages/adapter-linux/test/mount-namespace.cjs', import.meta.url))
-const agentMain = fileURLToPath(new URL('../packages/agent/dist/main.js', import.meta.url))
 const MiB = 2 ** 20
 
 /** The workloads; `target` (MiB, at most, or under it with `under`) from issue 23, `kubelet` the kubelet's peak on the same work (from the issue). */
@@ -31,8 +31,8 @@ const WORKLOADS = [
   { name: 'io-worker', what: '+ a Linux host that has made calls: the I/O worker started, koffi loaded in it and in the main thread' },
   { name: 'emptydir-10k', what: '10,000 emptyDir on disk (1,000 pods × 10) converged through the manager on the Linux host', target: 180, kubelet: 181 },
   { name: 'kernel-2k', what: '1,000 tmpfs (emptyDir Memory) + 1,000 hostPath (200 pods × 5 + 5) mounted and unmounted through the manager on the Linux host', target: 100, kubelet: 98 },
-  { name: 'agent-static-0', what: 'the agent process (`dist/main.js --mode=static --host=linux`) on an empty manifest directory, running' },
-  { name: 'agent-static-100', what: 'the agent process (`dist/main.js --mode=static --host=linux`) on a manifest directory of 100 pods (3 emptyDir, 1 Memory, a configMap and a secret each: 600 volumes), once every volume is mounted', target: 80, under: true },
+  { name: 'agent-static-0', what: 'the agent process (`dist/bundle/main.js --mode=static --host=linux`, as the image) on an empty manifest directory, running' },
+  { name: 'agent-static-100', what: 'the agent process (`dist/bundle/main.js --mode=static --host=linux`, as the image) on a manifest directory of 100 pods (3 emptyDir, 1 Memory, a configMap and a secret each: 600 volumes), once every volume is mounted', target: 80, under: true },
 ]
 
 // ---- in the child: the figures of this process ----
@@ -203,7 +203,7 @@ async function agentStatic(pods, launch) {
   const scratch = scratchFilesystem('kubevol-bench-memory-', '2G')
   const expected = manifests(`${scratch.dir}/manifests`, pods)
   const port = 20_000 + Math.floor(Math.random() * 20_000)
-  const args = [...launch.flags, agentMain, '--mode=static', '--host=linux', '--node-name=node-1', `--root-dir=${scratch.dir}/root`, `--pod-manifest-path=${scratch.dir}/manifests`, `--port=${port}`]
+  const args = [...launch.flags, AGENT_MAIN, '--mode=static', '--host=linux', '--node-name=node-1', `--root-dir=${scratch.dir}/root`, `--pod-manifest-path=${scratch.dir}/manifests`, `--port=${port}`]
   const agent = spawn(process.execPath, args, { env: { ...process.env, ...launch.env }, stdio: ['ignore', 'ignore', 'inherit'] })
   const t0 = performance.now()
   try {
@@ -254,8 +254,14 @@ function imageLaunch() {
   const dockerfile = readFileSync(new URL('../deploy/Dockerfile', import.meta.url), 'utf8')
   const entrypoint = JSON.parse(/^ENTRYPOINT\s+(\[.*\])\s*$/m.exec(dockerfile)?.[1] ?? '[]')
   const env = Object.fromEntries([...dockerfile.matchAll(/^ENV\s+(MALLOC_\w+)=(\S+)\s*$/gm)].map((m) => [m[1], m[2]]))
-  return { flags: entrypoint.slice(1, -1), env }
+  // The script the ENTRYPOINT runs (the agent's bundle), under the image's WORKDIR: the same file here.
+  const script = fileURLToPath(new URL(`../${String(entrypoint.at(-1)).replace(/^\/opt\/kubevol\//, '')}`, import.meta.url))
+  return { flags: entrypoint.slice(1, -1), env, script }
 }
+
+// The agent as the image starts it; KUBEVOL_BENCH_MEMORY_AGENT names another build of it to compare
+// (dist/main.js, the packages' own files; or a copy of the code before a change).
+const AGENT_MAIN = process.env.KUBEVOL_BENCH_MEMORY_AGENT ?? imageLaunch().script
 
 const f1 = (n) => (n === undefined || Number.isNaN(n) ? '' : n.toFixed(1))
 const heapAt = (r) => (r.atPeak ? `${f1(r.atPeak.heapTotalMiB)} / ${f1(r.atPeak.heapUsedMiB)} (new space ${f1(r.spacesMiB.new_space)})` : '')

@@ -20,6 +20,9 @@ const commands = [
   // For scale, not budgeted: what API mode adds when it loads the client.
   { name: "import('@kubevol/agent')", args: ['--input-type=module', '-e', "await import('@kubevol/agent')"] },
   { name: "import('@kubevol/agent/kube')", args: ['--input-type=module', '-e', "await import('@kubevol/agent/kube')"] },
+  // The agent process's own --help: from the packages' files, and from the bundle the image runs.
+  { name: 'agent --help (dist/main.js)', args: [join(repo, 'packages/agent/dist/main.js'), '--help'] },
+  { name: 'agent --help (dist/bundle/main.js, as the image)', args: [join(repo, 'packages/agent/dist/bundle/main.js'), '--help'] },
 ]
 
 // Peak RSS as the kernel counts it for the process (getrusage ru_maxrss), written by a preload at exit.

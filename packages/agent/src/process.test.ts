@@ -38,6 +38,26 @@ describe('the agent process', () => {
     expect(o.codes).toEqual([0])
   })
 
+  it('a SIGTERM while it starts stops it once started, and exits 0', async () => {
+    const d = tempDir()
+    dirs.push(d)
+    const signals = new EventEmitter()
+    const o = io()
+    const starting = runAgentProcess({
+      argv: ['--node-name=n1', '--port=0', `--pod-manifest-path=${d.dir}`, '--logging-format=json', '--v=0'],
+      env: {},
+      signals: signals as never,
+      ...o,
+    })
+    // Before startAgent has returned: no listener of the shutdown's own yet.
+    expect(signals.listenerCount('SIGTERM')).toBe(1)
+    signals.emit('SIGTERM')
+    const agent = await starting
+    await agent?.stopped
+    await until('exit', () => o.codes.length > 0)
+    expect(o.codes).toEqual([0])
+  })
+
   it.each([
     [['--mode=nope'], 2, /mode: "nope" \(from --mode\) is not allowed; allowed: "static" or "api"/],
     [['--help'], 0, undefined],

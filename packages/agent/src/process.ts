@@ -69,6 +69,14 @@ export async function runAgentProcess(options: ProcessOptions): Promise<Agent | 
     exit(0)
     return undefined
   }
+  // A signal while the agent starts (it logs "started" before startAgent returns) is kept and acted on
+  // once it has started; without a listener, node's default would end the process at once.
+  let early = false
+  const onEarlySignal = (): void => {
+    early = true
+  }
+  signals.once('SIGTERM', onEarlySignal)
+  signals.once('SIGINT', onEarlySignal)
   let agent: Agent
   try {
     const config = await loadAgentConfig({ argv: options.argv, env: options.env, warn: (message) => stderr.write(`${message}\n`) })
@@ -77,6 +85,9 @@ export async function runAgentProcess(options: ProcessOptions): Promise<Agent | 
     stderr.write(`kubevol-agent: ${err instanceof Error ? err.message : String(err)}\n`)
     exit(err instanceof AgentConfigError ? 2 : 1)
     return undefined
+  } finally {
+    signals.off('SIGTERM', onEarlySignal)
+    signals.off('SIGINT', onEarlySignal)
   }
   const host = agent.host as ExitingHost
   const exitNow = options.exitNow ?? (options.exit === undefined && host.exitNow ? (code: number) => host.exitNow?.(code) : undefined)
@@ -120,6 +131,7 @@ export async function runAgentProcess(options: ProcessOptions): Promise<Agent | 
   }
   signals.once('SIGTERM', onSignal)
   signals.once('SIGINT', onSignal)
+  if (early) onSignal()
   void agent.stopped.then(() => {
     signals.off('SIGTERM', onSignal)
     signals.off('SIGINT', onSignal)

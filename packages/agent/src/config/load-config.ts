@@ -5,7 +5,7 @@
  */
 import { ConfigError } from '@kubevol/core'
 import { parse as parseYaml } from 'yaml'
-import type { z } from 'zod'
+import type * as z from 'zod/mini'
 import {
   AGENT_OPTIONS,
   type AgentConfigInput,

@@ -2,7 +2,8 @@
  * The agent's options: one table that gives each key its flag, environment variable, schema, default
  * and the words used when a value is refused. The loader, the validator and the help text all read it.
  */
-import { z } from 'zod'
+import * as z from 'zod/mini'
+import { withEnglishMessages } from '../zod-messages.js'
 import { isKubeletLabel, isKubernetesLabel } from '../kube/kubelet-labels.js'
 import { formatDuration, parseDuration } from './duration.js'
 
@@ -44,7 +45,10 @@ export interface AgentOption {
 }
 
 /** A duration in milliseconds; a string (a flag, a variable, a config file) is read with {@link parseDuration}. */
-const millis = (min: number) => z.preprocess((v) => (typeof v === 'string' ? (parseDuration(v) ?? v) : v), z.number().int().min(min))
+const millis = (min: number) => z.pipe(
+  z.transform((v: unknown) => (typeof v === 'string' ? (parseDuration(v) ?? v) : v)),
+  z.number().check(z.int(), z.minimum(min)),
+)
 const mode = z.enum(['static', 'api'])
 const hostKind = z.enum(['mock', 'linux'])
 const logFormat = z.enum(['auto', 'json', 'text'])
@@ -62,9 +66,9 @@ function parseCsiDrivers(value: unknown): unknown {
       return eq < 0 ? { name: pair, endpoint: '' } : { name: pair.slice(0, eq), endpoint: pair.slice(eq + 1) }
     })
 }
-const csiDrivers = z.preprocess(
-  parseCsiDrivers,
-  z.array(z.object({ name: z.string().min(1), endpoint: z.string().regex(/^(unix:\/\/)?\//) }).strict()),
+const csiDrivers = z.pipe(
+  z.transform(parseCsiDrivers),
+  z.array(z.strictObject({ name: z.string().check(z.minLength(1)), endpoint: z.string().check(z.regex(/^(unix:\/\/)?\//)) })),
 )
 
 /** `key=value,key=value` (a flag or variable) as the map a config file gives. */
@@ -91,51 +95,51 @@ function validNodeLabelKey(key: string): boolean {
   // The kubelet refuses unknown kubernetes.io and k8s.io labels at start-up, as NodeRestriction would.
   return !isKubernetesLabel(key) || isKubeletLabel(key)
 }
-const nodeLabels = z.preprocess(
-  parseNodeLabels,
-  z.record(z.string(), z.string()).refine((labels) => Object.entries(labels).every(([k, v]) => validNodeLabelKey(k) && (v === '' || LABEL_NAME.test(v)))),
+const nodeLabels = z.pipe(
+  z.transform(parseNodeLabels),
+  z.record(z.string(), z.string()).check(z.refine((labels) => Object.entries(labels).every(([k, v]) => validNodeLabelKey(k) && (v === '' || LABEL_NAME.test(v))))),
 )
 
 /**
  * The schema of a complete configuration. Every key has its default here, so parsing `{}` gives the
  * agent's defaults (mode-dependent ones, marked "per mode", are resolved in {@link resolveModeDefaults}).
  */
-export const agentConfigSchema = z
-  .object({
-    nodeName: z.string().min(1).max(253),
-    mode: mode.default('static'),
-    host: hostKind.default('mock'),
-    rootDir: z.string().startsWith('/').default('/var/lib/kubevol'),
-    manifestDir: z.string().startsWith('/').default('/etc/kubevol/manifests'),
-    manifestRescanMs: millis(10).default(20_000),
-    controllerAttachDetach: z.boolean().optional(),
-    registerNode: z.boolean().optional(),
-    nodeLabels: nodeLabels.default({}),
-    kubeconfig: z.string().min(1).optional(),
-    objectCacheTtlMs: millis(0).default(5_000),
-    configMapAndSecretChangeDetectionStrategy: changeDetection.default('Watch'),
-    nodeStatusPeriodMs: millis(10).default(10_000),
-    watchRetryMs: millis(1).default(1_000),
-    address: z.string().min(1).default('127.0.0.1'),
-    port: z.number().int().min(0).max(65_535).default(10_280),
-    authTokenFile: z.string().min(1).optional(),
-    unauthenticatedProbes: z.boolean().default(false),
-    stuckOperationMs: millis(10).default(120_000),
-    logFormat: logFormat.default('auto'),
-    verbosity: z.number().int().min(0).max(10).default(2),
-    eventsKept: z.number().int().min(1).default(1_000),
-    postEvents: z.boolean().optional(),
-    finalizePodDeletion: z.boolean().optional(),
-    statsPeriodMs: millis(0).default(60_000),
-    podSyncRetryMs: millis(1).default(10_000),
-    podSyncTimeoutMs: millis(1).default(123_000),
-    shutdownGraceMs: millis(0).default(10_000),
-    csiDrivers: csiDrivers.default([]),
-    pluginRegistration: z.boolean().optional(),
-    pluginRegistrationDir: z.string().startsWith('/').optional(),
-    config: z.string().min(1).optional(),
-  })
-  .strict()
+export const agentConfigSchema = withEnglishMessages(
+  z.strictObject({
+    nodeName: z.string().check(z.minLength(1), z.maxLength(253)),
+    mode: z._default(mode, 'static'),
+    host: z._default(hostKind, 'mock'),
+    rootDir: z._default(z.string().check(z.startsWith('/')), '/var/lib/kubevol'),
+    manifestDir: z._default(z.string().check(z.startsWith('/')), '/etc/kubevol/manifests'),
+    manifestRescanMs: z._default(millis(10), 20_000),
+    controllerAttachDetach: z.optional(z.boolean()),
+    registerNode: z.optional(z.boolean()),
+    nodeLabels: z._default(nodeLabels, {}),
+    kubeconfig: z.optional(z.string().check(z.minLength(1))),
+    objectCacheTtlMs: z._default(millis(0), 5_000),
+    configMapAndSecretChangeDetectionStrategy: z._default(changeDetection, 'Watch'),
+    nodeStatusPeriodMs: z._default(millis(10), 10_000),
+    watchRetryMs: z._default(millis(1), 1_000),
+    address: z._default(z.string().check(z.minLength(1)), '127.0.0.1'),
+    port: z._default(z.number().check(z.int(), z.minimum(0), z.maximum(65_535)), 10_280),
+    authTokenFile: z.optional(z.string().check(z.minLength(1))),
+    unauthenticatedProbes: z._default(z.boolean(), false),
+    stuckOperationMs: z._default(millis(10), 120_000),
+    logFormat: z._default(logFormat, 'auto'),
+    verbosity: z._default(z.number().check(z.int(), z.minimum(0), z.maximum(10)), 2),
+    eventsKept: z._default(z.number().check(z.int(), z.minimum(1)), 1_000),
+    postEvents: z.optional(z.boolean()),
+    finalizePodDeletion: z.optional(z.boolean()),
+    statsPeriodMs: z._default(millis(0), 60_000),
+    podSyncRetryMs: z._default(millis(1), 10_000),
+    podSyncTimeoutMs: z._default(millis(1), 123_000),
+    shutdownGraceMs: z._default(millis(0), 10_000),
+    csiDrivers: z._default(csiDrivers, []),
+    pluginRegistration: z.optional(z.boolean()),
+    pluginRegistrationDir: z.optional(z.string().check(z.startsWith('/'))),
+    config: z.optional(z.string().check(z.minLength(1))),
+  }),
+)
 
 /** The agent's configuration as `startAgent` takes it (defaults filled in). */
 export type AgentConfig = z.output<typeof agentConfigSchema>

@@ -5,7 +5,8 @@
  */
 import { type Document, LineCounter, isMap, isNode, isScalar, isSeq, parseAllDocuments } from 'yaml'
 import { validatePod } from '@kubevol/core'
-import { z } from 'zod'
+import * as z from 'zod/mini'
+import { withEnglishMessages } from '../zod-messages.js'
 
 /** The kinds a manifest directory may hold. */
 export const MANIFEST_KINDS = ['Pod', 'PersistentVolumeClaim', 'PersistentVolume', 'ConfigMap', 'Secret', 'CSIDriver'] as const
@@ -35,60 +36,55 @@ export interface ParsedManifests {
 }
 
 // A DNS-1123 subdomain (object names) and label (namespaces), as the API server checks them.
-const subdomain = z
-  .string()
-  .max(253)
-  .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/, 'must be a lowercase RFC 1123 subdomain')
-const label = z
-  .string()
-  .max(63)
-  .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be a lowercase RFC 1123 label')
+const subdomain = z.string().check(z.maxLength(253), z.regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/, 'must be a lowercase RFC 1123 subdomain'))
+const label = z.string().check(z.maxLength(63), z.regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be a lowercase RFC 1123 label'))
 const metadata = z.looseObject({
   name: subdomain,
-  namespace: label.optional(),
-  uid: z.string().min(1).optional(),
-  labels: z.record(z.string(), z.string()).optional(),
-  annotations: z.record(z.string(), z.string()).optional(),
+  namespace: z.optional(label),
+  uid: z.optional(z.string().check(z.minLength(1))),
+  labels: z.optional(z.record(z.string(), z.string())),
+  annotations: z.optional(z.record(z.string(), z.string())),
 })
-const clusterMetadata = metadata.omit({ namespace: true }).extend({ namespace: z.undefined({ error: 'a cluster-scoped object has no namespace' }).optional() })
-const base64 = z.string().regex(/^[A-Za-z0-9+/]*={0,2}$/, 'must be base64')
+const clusterMetadata = z.extend(z.omit(metadata, { namespace: true }), { namespace: z.optional(z.undefined({ error: 'a cluster-scoped object has no namespace' })) })
+const nonEmpty = z.string().check(z.minLength(1))
+const base64 = z.string().check(z.regex(/^[A-Za-z0-9+/]*={0,2}$/, 'must be base64'))
 const container = z.looseObject({
-  name: z.string().min(1),
-  volumeMounts: z.array(z.looseObject({ name: z.string().min(1), mountPath: z.string().min(1) })).optional(),
-  volumeDevices: z.array(z.looseObject({ name: z.string().min(1), devicePath: z.string().min(1) })).optional(),
+  name: nonEmpty,
+  volumeMounts: z.optional(z.array(z.looseObject({ name: nonEmpty, mountPath: nonEmpty }))),
+  volumeDevices: z.optional(z.array(z.looseObject({ name: nonEmpty, devicePath: nonEmpty }))),
 })
 
-const schemas: Record<ManifestKind, z.ZodType> = {
+const schemas: Record<ManifestKind, z.ZodMiniType> = withEnglishMessages({
   Pod: z.looseObject({
     apiVersion: z.literal('v1'),
     metadata,
     spec: z.looseObject({
-      nodeName: z.string().optional(),
-      volumes: z.array(z.looseObject({ name: label })).optional(),
-      containers: z.array(container).min(1),
-      initContainers: z.array(container).optional(),
+      nodeName: z.optional(z.string()),
+      volumes: z.optional(z.array(z.looseObject({ name: label }))),
+      containers: z.array(container).check(z.minLength(1)),
+      initContainers: z.optional(z.array(container)),
     }),
   }),
   PersistentVolumeClaim: z.looseObject({
     apiVersion: z.literal('v1'),
     metadata,
-    spec: z.looseObject({ volumeName: z.string().optional() }).optional(),
+    spec: z.optional(z.looseObject({ volumeName: z.optional(z.string()) })),
   }),
   PersistentVolume: z.looseObject({ apiVersion: z.literal('v1'), metadata: clusterMetadata, spec: z.looseObject({}) }),
   ConfigMap: z.looseObject({
     apiVersion: z.literal('v1'),
     metadata,
-    data: z.record(z.string(), z.string()).optional(),
-    binaryData: z.record(z.string(), base64).optional(),
+    data: z.optional(z.record(z.string(), z.string())),
+    binaryData: z.optional(z.record(z.string(), base64)),
   }),
   Secret: z.looseObject({
     apiVersion: z.literal('v1'),
     metadata,
-    data: z.record(z.string(), base64).optional(),
-    stringData: z.record(z.string(), z.string()).optional(),
+    data: z.optional(z.record(z.string(), base64)),
+    stringData: z.optional(z.record(z.string(), z.string())),
   }),
-  CSIDriver: z.looseObject({ apiVersion: z.literal('storage.k8s.io/v1'), metadata: clusterMetadata, spec: z.looseObject({}).optional() }),
-}
+  CSIDriver: z.looseObject({ apiVersion: z.literal('storage.k8s.io/v1'), metadata: clusterMetadata, spec: z.optional(z.looseObject({})) }),
+})
 
 type Path = readonly (string | number)[]
 
@@ -223,7 +219,7 @@ export function parseManifests(text: string, file: string): ParsedManifests {
         })
         return
       }
-      const result = (schemas[kind as ManifestKind] as z.ZodType).safeParse(object)
+      const result = (schemas[kind as ManifestKind] as z.ZodMiniType).safeParse(object)
       if (!result.success) {
         const issue = result.error.issues[0] as z.core.$ZodIssue
         const name = (object as { metadata?: { name?: unknown } }).metadata?.name
