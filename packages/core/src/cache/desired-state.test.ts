@@ -111,6 +111,15 @@ describe('DesiredStateOfWorld', () => {
     expect(times.get('p3')).toBe(first + 2 ** 30 + 5 + 2 ** 31 + 7 + 3)
   })
 
+  it('gives the exact mount request time from a clock with fractions of a millisecond', async () => {
+    const clock = createFakeClock(1_700_000_000_000.25)
+    const dsw = new DesiredStateOfWorld(createTestPluginManager([createFakePlugin()]), clock)
+    const spec = specFromVolume(fakeVolume('x'))
+    await clock.advance(0.5)
+    dsw.addPodToVolume({ podName: 'a', pod: buildPod({ uid: 'a' }), spec, outerVolumeSpecName: 'x' })
+    expect(dsw.getVolumesToMount()[0]?.mountRequestTime).toBe(1_700_000_000_000.75)
+  })
+
   it('lists the pods with volumes set up again on every sync, and those no event announces', () => {
     // One plugin whose volumes are refreshed by events, except those named "token".
     const plugin = { ...createFakePlugin({ requiresRemount: true }), refreshOnEvents: (spec: { name: string }) => spec.name !== 'token' }

@@ -218,7 +218,9 @@ export class DesiredStateOfWorld {
    */
   #offsetOf(now: number): number {
     const offset = now - this.#epoch
-    if (offset >= epochSpanMs || offset <= -epochSpanMs || !Number.isInteger(offset)) {
+    // A clock with fractions of a millisecond gives offsets no small integer can hold: kept as they are.
+    if (!Number.isInteger(offset)) return offset
+    if (offset >= epochSpanMs || offset <= -epochSpanMs) {
       for (const volume of this.#volumes.values()) {
         volume.pods.forEach((pod) => {
           pod.requestedAt -= offset
