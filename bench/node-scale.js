@@ -5,7 +5,8 @@
 //   manager's default periods (10 s resync, 60 s remount and stats, 10 s housekeeping), against the
 //   kubelet's timing (`pollingCompat`: a pass over every volume each 100 ms) on the same node.
 // Run with --expose-gc (the package script does). Sizes: KUBEVOL_BENCH_CONVERGE_PODS,
-// KUBEVOL_BENCH_IDLE_PODS, KUBEVOL_BENCH_IDLE_SECONDS.
+// KUBEVOL_BENCH_IDLE_PODS, KUBEVOL_BENCH_IDLE_SECONDS. KUBEVOL_BENCH_CONVERGE_ONLY=builtin (or scratch)
+// runs that one converge, prints its figures with the process's CPU time, and writes nothing.
 import os from 'node:os'
 import { createMemoryHost } from '@kubevol/adapter-mock'
 import { createVolumeManager } from '@kubevol/core'
@@ -17,6 +18,7 @@ const env = (name, fallback) => Number(process.env[`KUBEVOL_BENCH_${name}`] ?? f
 const CONVERGE_PODS = env('CONVERGE_PODS', 10_000)
 const IDLE_PODS = env('IDLE_PODS', 1000)
 const IDLE_SECONDS = env('IDLE_SECONDS', 65)
+const CONVERGE_ONLY = process.env.KUBEVOL_BENCH_CONVERGE_ONLY
 const VOLUMES = 10
 const TARGETS = { convergeSeconds: 10, heapBytesPerVolume: 1024, idleCpuPercent: 1 }
 
@@ -157,6 +159,16 @@ async function idle(mix, polling, announcing = true) {
   await node.stop()
   const cpuSeconds = (cpu.user + cpu.system) / 1e6
   return { mix, mode: polling ? 'polling' : 'event', announcing, volumes: IDLE_PODS * VOLUMES, wallSeconds: wall, cpuSeconds, cpuPercent: (cpuSeconds / wall) * 100 }
+}
+
+if (CONVERGE_ONLY) {
+  // One converge alone, for before/after comparisons: CPU time moves less with the machine's load
+  // than wall time does.
+  const cpu0 = process.cpuUsage()
+  const r = await converge(CONVERGE_ONLY)
+  const cpu = process.cpuUsage(cpu0)
+  console.log(JSON.stringify({ ...r, cpuSeconds: (cpu.user + cpu.system) / 1e6 }))
+  process.exit(0)
 }
 
 const machine = `${os.cpus()[0]?.model?.trim()} (${os.cpus().length} cores), Node ${process.version}, ${process.platform}/${process.arch}, ${new Date().toISOString()}`

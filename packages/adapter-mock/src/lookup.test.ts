@@ -134,3 +134,88 @@ describe('path resolution', () => {
     expect(await host.readdir('/x')).toEqual([])
   })
 })
+
+describe('a walk after the tree changed', () => {
+  const text = async (host: ReturnType<typeof createMemoryHost>, path: string) =>
+    host.readFile(path).then(
+      (data) => new TextDecoder().decode(data),
+      (err: unknown) => (isHostError(err) ? err.code : String(err)),
+    )
+
+  // Each case walks /a/b/c/f (and neighbours) first, then changes the tree on the way and reads
+  // again: whatever a walk keeps of an earlier one must not outlive such a change.
+  it.each([
+    {
+      case: 'a walked directory renamed away and another made in its place',
+      change: async (host: ReturnType<typeof createMemoryHost>) => {
+        await host.rename('/a/b', '/a/old')
+        await host.mkdir('/a/b/c', { recursive: true })
+        await host.writeFile('/a/b/c/f', 'new')
+      },
+      expected: { '/a/b/c/f': 'new', '/a/old/c/f': 'old', '/a/b/c/g': 'ENOENT' },
+    },
+    {
+      case: 'a mount over a walked directory',
+      change: async (host: ReturnType<typeof createMemoryHost>) => {
+        await host.mount({ source: 'tmpfs', target: '/a/b', fstype: 'tmpfs' })
+      },
+      expected: { '/a/b/c/f': 'ENOENT', '/a/b/c/g': 'ENOENT', '/a/x/f': 'x' },
+    },
+    {
+      case: 'a mount over a walked directory, then unmounted',
+      change: async (host: ReturnType<typeof createMemoryHost>) => {
+        await host.mount({ source: 'tmpfs', target: '/a/b', fstype: 'tmpfs' })
+        await host.mkdir('/a/b/c')
+        await host.writeFile('/a/b/c/f', 'on tmpfs')
+        expect(await text(host, '/a/b/c/f')).toBe('on tmpfs')
+        await host.unmount('/a/b')
+      },
+      expected: { '/a/b/c/f': 'old', '/a/b/c/g': 'g' },
+    },
+    {
+      case: 'a walked directory replaced by a symlink to another tree',
+      change: async (host: ReturnType<typeof createMemoryHost>) => {
+        await host.removeAll('/a/b')
+        await host.symlink('/a/x', '/a/b')
+      },
+      expected: { '/a/b/c/f': 'ENOENT', '/a/b/f': 'x', '/a/b/../x/f': 'x' },
+    },
+    {
+      case: 'a walked directory removed',
+      change: async (host: ReturnType<typeof createMemoryHost>) => {
+        await host.removeAll('/a/b/c')
+      },
+      expected: { '/a/b/c/f': 'ENOENT', '/a/b/c/g': 'ENOENT' },
+    },
+    {
+      case: 'nothing that moves a walked path (a file added and removed beside it)',
+      change: async (host: ReturnType<typeof createMemoryHost>) => {
+        await host.writeFile('/a/b/c/h', 'h')
+        await host.remove('/a/b/c/h')
+      },
+      expected: { '/a/b/c/f': 'old', '/a/b/c/g': 'g', '/a/bc/f': 'bc', '/a/b/./c//f': 'old', '/a/x/../b/c/f': 'old' },
+    },
+  ])('sees $case', async ({ change, expected }) => {
+    const host = createMemoryHost()
+    await host.mkdir('/a/b/c', { recursive: true })
+    await host.mkdir('/a/bc')
+    await host.mkdir('/a/x')
+    await host.writeFile('/a/b/c/f', 'old')
+    await host.writeFile('/a/b/c/g', 'g')
+    await host.writeFile('/a/bc/f', 'bc')
+    await host.writeFile('/a/x/f', 'x')
+    expect([await text(host, '/a/b/c/f'), await text(host, '/a/b/c/g'), await text(host, '/a/bc/f')]).toEqual(['old', 'g', 'bc'])
+    await change(host)
+    for (const [path, want] of Object.entries(expected)) expect([path, await text(host, path)]).toEqual([path, want])
+  })
+
+  it('keeps no place across hosts', async () => {
+    const one = createMemoryHost()
+    const two = createMemoryHost()
+    await one.mkdir('/a/b', { recursive: true })
+    await one.writeFile('/a/b/f', 'one')
+    await two.mkdir('/a/b', { recursive: true })
+    await two.writeFile('/a/b/f', 'two')
+    expect([await text(one, '/a/b/f'), await text(two, '/a/b/f'), await text(one, '/a/b/f')]).toEqual(['one', 'two', 'one'])
+  })
+})

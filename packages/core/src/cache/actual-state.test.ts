@@ -83,6 +83,35 @@ describe('ActualStateOfWorld', () => {
     expect(asw.getAllMountedVolumes()).toHaveLength(1)
   })
 
+  it.each([
+    { name: 'the usual (UID the pod name, outer name the spec name, no gid)', podUID: 'a', outer: 'data', gid: '' },
+    { name: 'its own UID', podUID: 'uid-a', outer: 'data', gid: '' },
+    { name: 'another outer name', podUID: 'a', outer: 'claim', gid: '' },
+    { name: 'a gid', podUID: 'a', outer: 'data', gid: '1000' },
+  ])('keeps what a mount was marked with, through an uncertain mark with a new spec: $name', ({ podUID, outer, gid }) => {
+    const asw = setup()
+    const name = asw.markVolumeAsAttached('', spec, '/dev/fake/disk')
+    asw.markVolumeAsMounted({ ...opts('a'), podUID, outerVolumeSpecName: outer, volumeGidValue: gid })
+    const view = { podUID, outerVolumeSpecName: outer, volumeGidValue: gid, innerVolumeSpecName: 'data', mountState: 'mounted' }
+    expect(asw.getMountedVolumeForPod('a', name)).toMatchObject(view)
+    // Uncertain over mounted keeps the entry's UID, outer name and gid, and takes the new spec.
+    const renamed = specFromVolume(fakeVolume('renamed', 'disk'))
+    asw.markVolumeMountAsUncertain({ ...opts('a'), podUID: 'other', outerVolumeSpecName: 'other', volumeGidValue: '5', spec: renamed })
+    expect(asw.getMountedVolumeForPod('a', name)).toMatchObject({ ...view, innerVolumeSpecName: 'renamed', mountState: 'uncertain' })
+  })
+
+  it('keeps the device fields of each volume apart', () => {
+    const asw = setup()
+    const one = asw.markVolumeAsAttached('one', spec, '')
+    const two = asw.markVolumeAsAttached('two', spec, '')
+    asw.markDeviceAsMounted(one, '/dev/one', '/g/one', 'ctx')
+    asw.markVolumeAsResized(two, 10)
+    expect(asw.getAttachedVolume(one)).toMatchObject({ devicePath: '/dev/one', deviceMountPath: '/g/one', deviceMountState: 'mounted', seLinuxMountContext: 'ctx' })
+    expect(asw.getAttachedVolume(two)).toMatchObject({ devicePath: '', deviceMountPath: '', deviceMountState: 'not-mounted', seLinuxMountContext: undefined, persistentVolumeSize: 10 })
+    asw.markDeviceAsUnmounted(one)
+    expect(asw.getAttachedVolume(one)).toMatchObject({ devicePath: '/dev/one', deviceMountPath: '', deviceMountState: 'not-mounted', seLinuxMountContext: 'ctx' })
+  })
+
   it('keeps the device path when the device is unmounted, for a later mount', () => {
     const asw = setup()
     const name = 'kubevol.io/fake/disk'

@@ -9,6 +9,7 @@ import type { VolumeSpec } from '../api/volume-spec.js'
 import { KubevolError, VolumeSpecError, errorMessage } from '../errors.js'
 import { type PluginManager, uniqueVolumeNameOf } from '../plugins/plugin-manager.js'
 import { ChangeFeed } from './change-feed.js'
+import { type NameList, addName, deleteName, nameCount, nameListOf } from './name-list.js'
 import { SmallMap } from './small-map.js'
 
 export type VolumeMountState = 'mounted' | 'uncertain' | 'not-mounted'
@@ -72,30 +73,139 @@ export interface MarkVolumeOptions {
   readonly seLinuxMountContext?: string
 }
 
-interface PodEntry {
-  podUID: string
-  outerVolumeSpecName: string
-  volumeGidValue: string
+/** What a pod's entry keeps apart from its spec and state, when any of it is not the usual. */
+interface PodDetails {
+  readonly podUID: string
+  readonly outerVolumeSpecName: string
+  readonly volumeGidValue: string
+}
+
+const uncertainFlag = 1
+const remountRequiredFlag = 2
+
+/**
+ * One pod's mount of a volume. Nearly every entry has the pod's name as its UID, the spec's name as
+ * its outer name and no gid: such an entry keeps its spec and one small integer of state, and the
+ * rest only when it differs (three fields instead of six, for an object every mounted volume has).
+ */
+class PodEntry {
   spec: VolumeSpec
-  state: 'mounted' | 'uncertain'
-  remountRequired: boolean
+  #flags: number
+  /** Undefined when the UID is the pod's name, the outer name the spec's name, and the gid empty. */
+  #details: PodDetails | undefined
+
+  constructor(podName: UniquePodName, options: MarkVolumeOptions, state: 'mounted' | 'uncertain') {
+    this.spec = options.spec
+    this.#flags = state === 'uncertain' ? uncertainFlag : 0
+    this.#details = detailsOf(podName, options.spec, options)
+  }
+
+  get state(): 'mounted' | 'uncertain' {
+    return this.#flags & uncertainFlag ? 'uncertain' : 'mounted'
+  }
+
+  set state(state: 'mounted' | 'uncertain') {
+    this.#flags = state === 'uncertain' ? this.#flags | uncertainFlag : this.#flags & ~uncertainFlag
+  }
+
+  get remountRequired(): boolean {
+    return (this.#flags & remountRequiredFlag) !== 0
+  }
+
+  set remountRequired(required: boolean) {
+    this.#flags = required ? this.#flags | remountRequiredFlag : this.#flags & ~remountRequiredFlag
+  }
+
+  podUID(podName: UniquePodName): string {
+    return this.#details?.podUID ?? podName
+  }
+
+  get outerVolumeSpecName(): string {
+    return this.#details?.outerVolumeSpecName ?? this.spec.name
+  }
+
+  get volumeGidValue(): string {
+    return this.#details?.volumeGidValue ?? ''
+  }
+
+  /** Replaces the spec, keeping the UID, outer name and gid the entry had. */
+  setSpec(podName: UniquePodName, spec: VolumeSpec): void {
+    const details = { podUID: this.podUID(podName), outerVolumeSpecName: this.outerVolumeSpecName, volumeGidValue: this.volumeGidValue }
+    this.spec = spec
+    this.#details = detailsOf(podName, spec, details)
+  }
+}
+
+/** `details` when any of it differs from what the pod's name and the spec imply, else undefined. */
+function detailsOf(podName: UniquePodName, spec: VolumeSpec, details: PodDetails): PodDetails | undefined {
+  const { podUID, outerVolumeSpecName, volumeGidValue } = details
+  if (podUID === podName && outerVolumeSpecName === spec.name && volumeGidValue === '') return undefined
+  return { podUID, outerVolumeSpecName, volumeGidValue }
+}
+
+/** The fields of a volume that only attachable, device-mountable, SELinux or resized volumes set. */
+interface DeviceFields {
+  devicePath: string
+  deviceMountPath: string
+  deviceMountState: DeviceMountState
+  seLinuxMountContext: string | undefined
+  persistentVolumeSize: number | undefined
+  inUseExpansionError: boolean
+}
+
+/**
+ * The device fields of a volume that has none, before and after its first mount gave it an SELinux
+ * context ('' without SELinux): shared by every such volume.
+ */
+const noDeviceFields: Readonly<DeviceFields> = Object.freeze(deviceFields('', '', 'not-mounted', undefined, undefined, false))
+const noDeviceFieldsMounted: Readonly<DeviceFields> = Object.freeze(deviceFields('', '', 'not-mounted', '', undefined, false))
+
+// Spelled out: an object spread from another one keeps its fields out of line, in a second object.
+function deviceFields(
+  devicePath: string,
+  deviceMountPath: string,
+  deviceMountState: DeviceMountState,
+  seLinuxMountContext: string | undefined,
+  persistentVolumeSize: number | undefined,
+  inUseExpansionError: boolean,
+): DeviceFields {
+  return { devicePath, deviceMountPath, deviceMountState, seLinuxMountContext, persistentVolumeSize, inUseExpansionError }
+}
+
+/** `fields` with `key` set to `value`: the same object when nothing changes, a shared one for the defaults. */
+function withDeviceField<K extends keyof DeviceFields>(fields: Readonly<DeviceFields>, key: K, value: DeviceFields[K]): Readonly<DeviceFields> {
+  if (fields[key] === value) return fields
+  const f = fields
+  const next = deviceFields(f.devicePath, f.deviceMountPath, f.deviceMountState, f.seLinuxMountContext, f.persistentVolumeSize, f.inUseExpansionError)
+  next[key] = value
+  for (const shared of [noDeviceFields, noDeviceFieldsMounted]) {
+    if (
+      next.devicePath === shared.devicePath &&
+      next.deviceMountPath === shared.deviceMountPath &&
+      next.deviceMountState === shared.deviceMountState &&
+      next.seLinuxMountContext === shared.seLinuxMountContext &&
+      next.persistentVolumeSize === shared.persistentVolumeSize &&
+      next.inUseExpansionError === shared.inUseExpansionError
+    ) {
+      return shared
+    }
+  }
+  return next
 }
 
 /**
  * A volume of the actual state, which is also the map of its pods' entries: nearly every volume has
  * one pod, and a map object of its own for each of 100,000 volumes cost more than the entry's fields.
+ * Its device, SELinux and size fields are one object, shared by every volume that has the defaults
+ * (seven fields instead of twelve, for most volumes of a node).
  */
 class VolumeEntry extends SmallMap<UniquePodName, PodEntry> {
   readonly volumeName: UniqueVolumeName
   spec: VolumeSpec
   pluginName: string
   attachability: Attachability
-  devicePath: string
-  deviceMountPath = ''
-  deviceMountState: DeviceMountState = 'not-mounted'
-  seLinuxMountContext: string | undefined = undefined
-  persistentVolumeSize: number | undefined = undefined
-  inUseExpansionError = false
+  /** Never changed in place: replaced through {@link withDeviceField}. A plain field, see SmallMap. */
+  device: Readonly<DeviceFields> = noDeviceFields
 
   constructor(volumeName: UniqueVolumeName, spec: VolumeSpec, pluginName: string, attachability: Attachability, devicePath: string) {
     super()
@@ -109,6 +219,43 @@ class VolumeEntry extends SmallMap<UniquePodName, PodEntry> {
   /** The pods' entries, by pod. */
   get pods(): SmallMap<UniquePodName, PodEntry> {
     return this
+  }
+
+  get devicePath(): string {
+    return this.device.devicePath
+  }
+  set devicePath(value: string) {
+    this.device = withDeviceField(this.device, 'devicePath', value)
+  }
+  get deviceMountPath(): string {
+    return this.device.deviceMountPath
+  }
+  set deviceMountPath(value: string) {
+    this.device = withDeviceField(this.device, 'deviceMountPath', value)
+  }
+  get deviceMountState(): DeviceMountState {
+    return this.device.deviceMountState
+  }
+  set deviceMountState(value: DeviceMountState) {
+    this.device = withDeviceField(this.device, 'deviceMountState', value)
+  }
+  get seLinuxMountContext(): string | undefined {
+    return this.device.seLinuxMountContext
+  }
+  set seLinuxMountContext(value: string | undefined) {
+    this.device = withDeviceField(this.device, 'seLinuxMountContext', value)
+  }
+  get persistentVolumeSize(): number | undefined {
+    return this.device.persistentVolumeSize
+  }
+  set persistentVolumeSize(value: number | undefined) {
+    this.device = withDeviceField(this.device, 'persistentVolumeSize', value)
+  }
+  get inUseExpansionError(): boolean {
+    return this.device.inUseExpansionError
+  }
+  set inUseExpansionError(value: boolean) {
+    this.device = withDeviceField(this.device, 'inUseExpansionError', value)
   }
 }
 
@@ -127,7 +274,7 @@ export class VolumeNotInActualStateError extends KubevolError {
  */
 export class ActualStateOfWorld {
   readonly #volumes = new Map<UniqueVolumeName, VolumeEntry>()
-  readonly #podVolumes = new Map<UniquePodName, Set<UniqueVolumeName>>()
+  readonly #podVolumes = new Map<UniquePodName, NameList<UniqueVolumeName>>()
   readonly #foundDuringReconstruction = new Map<UniqueVolumeName, Set<UniquePodName>>()
   readonly #finalExpansionErrors = new Set<UniqueVolumeName>()
   readonly #plugins: PluginManager
@@ -215,8 +362,11 @@ export class ActualStateOfWorld {
     this.#foundDuringReconstruction.get(volumeName)?.delete(podName)
     if (!volume?.pods.delete(podName)) return
     const podVolumes = this.#podVolumes.get(podName)
-    podVolumes?.delete(volumeName)
-    if (podVolumes?.size === 0) this.#podVolumes.delete(podName)
+    if (podVolumes) {
+      const names = deleteName(podVolumes, volumeName)
+      if (nameCount(names) === 0) this.#podVolumes.delete(podName)
+      else if (names !== podVolumes) this.#podVolumes.set(podName, names)
+    }
     this.changes.emit(volumeName, podName)
   }
 
@@ -422,7 +572,8 @@ export class ActualStateOfWorld {
 
   /** Any entry of the pod, mounted or uncertain. */
   podHasPossiblyMountedVolumes(podName: UniquePodName): boolean {
-    return (this.#podVolumes.get(podName)?.size ?? 0) > 0
+    const podVolumes = this.#podVolumes.get(podName)
+    return podVolumes !== undefined && nameCount(podVolumes) > 0
   }
 
   /** Another pod's entry exists (RWOP enforcement). */
@@ -551,17 +702,10 @@ export class ActualStateOfWorld {
     if (!volume) throw new VolumeNotInActualStateError(options.volumeName)
     const existing = volume.pods.get(options.podName)
     if (existing?.state !== 'mounted' || state === 'mounted') {
-      volume.pods.set(options.podName, {
-        podUID: options.podUID,
-        outerVolumeSpecName: options.outerVolumeSpecName,
-        volumeGidValue: options.volumeGidValue,
-        spec: options.spec,
-        state,
-        remountRequired: false,
-      })
+      volume.pods.set(options.podName, new PodEntry(options.podName, options, state))
     } else {
       existing.state = state
-      existing.spec = options.spec
+      existing.setSpec(options.podName, options.spec)
       existing.remountRequired = false
     }
     volume.spec = options.spec
@@ -569,9 +713,9 @@ export class ActualStateOfWorld {
     if (volume.seLinuxMountContext === undefined && options.seLinuxMountContext !== undefined) {
       volume.seLinuxMountContext = options.seLinuxMountContext
     }
-    let podVolumes = this.#podVolumes.get(options.podName)
-    if (!podVolumes) this.#podVolumes.set(options.podName, (podVolumes = new Set()))
-    podVolumes.add(options.volumeName)
+    const podVolumes = this.#podVolumes.get(options.podName)
+    const names = podVolumes ? addName(podVolumes, options.volumeName) : nameListOf(options.volumeName)
+    if (names !== podVolumes) this.#podVolumes.set(options.podName, names)
     this.changes.emit(options.volumeName, options.podName)
   }
 
@@ -616,7 +760,7 @@ export class ActualStateOfWorld {
     return {
       volumeName: volume.volumeName,
       podName,
-      podUID: pod.podUID,
+      podUID: pod.podUID(podName),
       innerVolumeSpecName: pod.spec.name,
       outerVolumeSpecName: pod.outerVolumeSpecName,
       pluginName: volume.pluginName,

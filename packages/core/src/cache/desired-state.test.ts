@@ -94,6 +94,62 @@ describe('DesiredStateOfWorld', () => {
     }
   })
 
+  it('gives the exact mount request time across a move of its epoch (offsets kept as small integers)', async () => {
+    const { dsw, clock } = setup()
+    const spec = specFromVolume(fakeVolume('x'))
+    dsw.addPodToVolume({ podName: 'a', pod: buildPod({ uid: 'a' }), spec, outerVolumeSpecName: 'x' })
+    const first = clock.now()
+    // Past 2^30 ms the epoch moves and the earlier offset is rewritten; past 2^31 it is no small integer.
+    for (const step of [2 ** 30 + 5, 2 ** 31 + 7, 3]) {
+      await clock.advance(step)
+      dsw.addPodToVolume({ podName: `p${step}`, pod: buildPod({ uid: `p${step}` }), spec, outerVolumeSpecName: 'x' })
+    }
+    const times = new Map(dsw.getVolumesToMount().map((v) => [v.podName, v.mountRequestTime]))
+    expect(times.get('a')).toBe(first)
+    expect(times.get(`p${2 ** 30 + 5}`)).toBe(first + 2 ** 30 + 5)
+    expect(times.get(`p${2 ** 31 + 7}`)).toBe(first + 2 ** 30 + 5 + 2 ** 31 + 7)
+    expect(times.get('p3')).toBe(first + 2 ** 30 + 5 + 2 ** 31 + 7 + 3)
+  })
+
+  it('gives the exact mount request time from a clock with fractions of a millisecond', async () => {
+    const clock = createFakeClock(1_700_000_000_000.25)
+    const dsw = new DesiredStateOfWorld(createTestPluginManager([createFakePlugin()]), clock)
+    const spec = specFromVolume(fakeVolume('x'))
+    await clock.advance(0.5)
+    dsw.addPodToVolume({ podName: 'a', pod: buildPod({ uid: 'a' }), spec, outerVolumeSpecName: 'x' })
+    expect(dsw.getVolumesToMount()[0]?.mountRequestTime).toBe(1_700_000_000_000.75)
+  })
+
+  it('lists the pods with volumes set up again on every sync, and those no event announces', () => {
+    // One plugin whose volumes are refreshed by events, except those named "token".
+    const plugin = { ...createFakePlugin({ requiresRemount: true }), refreshOnEvents: (spec: { name: string }) => spec.name !== 'token' }
+    const plain = createFakePlugin({ name: 'kubevol.io/plain' })
+    const dsw = new DesiredStateOfWorld(createTestPluginManager([plugin, plain]), createFakeClock())
+    const add = (pod: string, name: string, pluginName?: string) =>
+      dsw.addPodToVolume({
+        podName: pod,
+        pod: buildPod({ uid: pod }),
+        spec: specFromVolume(fakeVolume(name, undefined, pluginName)),
+        outerVolumeSpecName: name,
+      })
+    const plainA = add('a', 'data', 'kubevol.io/plain')
+    const eventsB = add('b', 'config')
+    const tokenB = add('b', 'token')
+    add('c', 'config')
+    expect(dsw.podsRequiringRemount().sort()).toEqual(['b', 'c'])
+    expect(dsw.podsRequiringRemount({ timedOnly: true })).toEqual(['b'])
+    expect([dsw.podRequiresRemount('a'), dsw.podRequiresRemount('b')]).toEqual([false, true])
+    // Adding the same (volume, pod) again counts it once.
+    add('b', 'token')
+    dsw.deletePodFromVolume('b', tokenB)
+    expect(dsw.podsRequiringRemount({ timedOnly: true })).toEqual([])
+    expect(dsw.podRequiresRemount('b')).toBe(true)
+    dsw.deletePodFromVolume('b', eventsB)
+    dsw.deletePodFromVolume('a', plainA)
+    expect(dsw.podsRequiringRemount()).toEqual(['c'])
+    expect([...dsw.getPods()]).toEqual(['c'])
+  })
+
   it('keeps at most eleven distinct errors per pod, deduplicated, and pops them sorted', () => {
     const { dsw } = setup()
     for (let i = 0; i < 20; i++) dsw.addErrorToPod('a', `e${String(i).padStart(2, '0')}`)

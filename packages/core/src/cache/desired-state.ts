@@ -14,6 +14,7 @@ import { type PluginManager, uniqueVolumeNameOf } from '../plugins/plugin-manage
 import { ChangeFeed } from './change-feed.js'
 import { desiredSizeLimitOf } from './desired-size-limit.js'
 import { flatString } from './flat-string.js'
+import { type NameList, addName, deleteName, nameCount, nameListOf } from './name-list.js'
 import { SmallMap } from './small-map.js'
 
 /** The kubelet keeps at most this many distinct errors per pod (an insert happens while size ≤ 10). */
@@ -41,6 +42,14 @@ export interface VolumeToMount {
   readonly mountRequestTime: number
 }
 
+/**
+ * How a (volume, pod) is set up again on every sync (a plugin's `requiresRemount`): not at all; when
+ * an event says its pod or objects changed (`refreshOnEvents`); or on the remount period too, as no
+ * event announces its content (a token).
+ */
+const Remount = { None: 0, OnEvents: 1, Timed: 2 } as const
+type Remount = (typeof Remount)[keyof typeof Remount]
+
 interface DesiredPod {
   pod: Pod
   spec: VolumeSpec
@@ -50,7 +59,21 @@ interface DesiredPod {
    * never changed in place.
    */
   outerNames: string | readonly string[]
-  mountRequestTime: number
+  /**
+   * The mount request's clock time, as an offset from the state's epoch: a clock time in
+   * milliseconds is too large for V8's small integers and was a 16-byte number object per volume.
+   */
+  requestedAt: number
+  remount: Remount
+}
+
+/** Of each pod with volumes: their names, and how many of them are set up again on every sync. */
+interface PodVolumes {
+  names: NameList<UniqueVolumeName>
+  /** Volumes with a {@link Remount} other than none. */
+  remount: number
+  /** Volumes with {@link Remount.Timed}. */
+  timed: number
 }
 
 /** What a desired volume is made of, apart from its pods. */
@@ -65,31 +88,80 @@ interface DesiredVolumeFields {
   readonly seLinuxLabel: string
 }
 
+/** The fields most volumes leave at their default (no gid, no PV size, no SELinux label). */
+interface RareFields {
+  readonly volumeGidValue: string
+  persistentVolumeSize: number | undefined
+  readonly seLinuxLabel: string
+}
+
+const noRareFields: RareFields = Object.freeze({ volumeGidValue: '', persistentVolumeSize: undefined, seLinuxLabel: '' })
+
+const attachableFlag = 1
+const deviceMountableFlag = 2
+const reportedInUseFlag = 4
+
 /**
  * A desired volume, which is also the map of its pods: nearly every volume has one pod, and a map
- * object of its own for each of 100,000 volumes cost more than the volume's fields.
+ * object of its own for each of 100,000 volumes cost more than the volume's fields. Its flags are
+ * one small integer, and the fields most volumes never set share one frozen default object until
+ * a volume sets one: seven fields instead of eleven, for the object every desired volume has.
  */
 class DesiredVolume extends SmallMap<UniquePodName, DesiredPod> {
   readonly volumeName: UniqueVolumeName
   readonly pluginName: string
-  pluginIsAttachable: boolean
-  readonly pluginIsDeviceMountable: boolean
-  readonly volumeGidValue: string
-  reportedInUse = false
+  #flags: number
   readonly desiredSizeLimit: number | undefined
-  persistentVolumeSize: number | undefined
-  readonly seLinuxLabel: string
+  #rare: RareFields
 
   constructor(fields: DesiredVolumeFields) {
     super()
     this.volumeName = fields.volumeName
     this.pluginName = fields.pluginName
-    this.pluginIsAttachable = fields.pluginIsAttachable
-    this.pluginIsDeviceMountable = fields.pluginIsDeviceMountable
-    this.volumeGidValue = fields.volumeGidValue
+    this.#flags = (fields.pluginIsAttachable ? attachableFlag : 0) | (fields.pluginIsDeviceMountable ? deviceMountableFlag : 0)
     this.desiredSizeLimit = fields.desiredSizeLimit
-    this.persistentVolumeSize = fields.persistentVolumeSize
-    this.seLinuxLabel = fields.seLinuxLabel
+    const { volumeGidValue, persistentVolumeSize, seLinuxLabel } = fields
+    this.#rare =
+      volumeGidValue === '' && persistentVolumeSize === undefined && seLinuxLabel === ''
+        ? noRareFields
+        : { volumeGidValue, persistentVolumeSize, seLinuxLabel }
+  }
+
+  get pluginIsAttachable(): boolean {
+    return (this.#flags & attachableFlag) !== 0
+  }
+
+  set pluginIsAttachable(value: boolean) {
+    this.#flags = value ? this.#flags | attachableFlag : this.#flags & ~attachableFlag
+  }
+
+  get pluginIsDeviceMountable(): boolean {
+    return (this.#flags & deviceMountableFlag) !== 0
+  }
+
+  get reportedInUse(): boolean {
+    return (this.#flags & reportedInUseFlag) !== 0
+  }
+
+  set reportedInUse(value: boolean) {
+    this.#flags = value ? this.#flags | reportedInUseFlag : this.#flags & ~reportedInUseFlag
+  }
+
+  get volumeGidValue(): string {
+    return this.#rare.volumeGidValue
+  }
+
+  get seLinuxLabel(): string {
+    return this.#rare.seLinuxLabel
+  }
+
+  get persistentVolumeSize(): number | undefined {
+    return this.#rare.persistentVolumeSize
+  }
+
+  set persistentVolumeSize(size: number | undefined) {
+    if (this.#rare === noRareFields) this.#rare = { ...noRareFields }
+    this.#rare.persistentVolumeSize = size
   }
 
   /** The pods that use the volume. */
@@ -97,6 +169,12 @@ class DesiredVolume extends SmallMap<UniquePodName, DesiredPod> {
     return this
   }
 }
+
+/**
+ * Mount request times are kept as offsets from an epoch that moves forward once an offset would
+ * no longer be a small integer (2^30 ms, about twelve days); moving it rewrites every offset.
+ */
+const epochSpanMs = 2 ** 30
 
 /** What the populator knows about a pod volume when it adds it. */
 export interface AddPodToVolumeOptions {
@@ -111,23 +189,48 @@ export interface AddPodToVolumeOptions {
 export class DesiredStateOfWorld {
   readonly #volumes = new Map<UniqueVolumeName, DesiredVolume>()
   readonly #podErrors = new Map<UniquePodName, Set<string>>()
-  /** Pod → volumes it is in, so per-pod questions do not scan every volume. */
-  readonly #podVolumes = new Map<UniquePodName, Set<UniqueVolumeName>>()
   /**
-   * Pod → its volumes whose plugin sets them up again on every sync (configMap, secret, ...), each
-   * with true when only the remount period sees its content change (see `refreshOnEvents`).
+   * Pod → the volumes it is in, so per-pod questions do not scan every volume, and how many of them
+   * its plugin sets up again on every sync (configMap, secret, ...; each (volume, pod) says how in
+   * its `remount`).
    */
-  readonly #remountVolumes = new Map<UniquePodName, Map<UniqueVolumeName, boolean>>()
+  readonly #podVolumes = new Map<UniquePodName, PodVolumes>()
   /** Volumes whose plugin attaches them, so the attachability check does not scan every volume. */
   readonly #attachable = new Set<UniqueVolumeName>()
   readonly #plugins: PluginManager
   readonly #clock: Clock
   #seLinuxEnabled = false
+  /** Clock time the pods' `requestedAt` offsets count from. */
+  #epoch: number
   readonly changes = new ChangeFeed()
 
   constructor(plugins: PluginManager, clock: Clock) {
     this.#plugins = plugins
     this.#clock = clock
+    this.#epoch = clock.now()
+  }
+
+  /**
+   * `now` as an offset from the epoch, moving the epoch to `now` first when the offset would not be
+   * a small integer (or the clock went back that far). A (volume, pod) requested more than about
+   * 25 days before such a move keeps an exact offset too large for a small integer, and V8 then
+   * boxes the field again: correct, only no longer smaller.
+   */
+  #offsetOf(now: number): number {
+    const offset = now - this.#epoch
+    // A clock with fractions of a millisecond gives offsets no small integer can hold: kept as they are.
+    if (!Number.isInteger(offset)) return offset
+    if (offset >= epochSpanMs || offset <= -epochSpanMs) {
+      for (const volume of this.#volumes.values()) {
+        volume.pods.forEach((pod) => {
+          pod.requestedAt -= offset
+        })
+      }
+      this.#epoch = now
+      return 0
+    }
+    // An integer V8 knows to be one: a field that once held a double boxes every value after it.
+    return offset | 0
   }
 
   /** Whether the host has SELinux: volumes of RWOP claims are then mounted with the pod's label. */
@@ -190,23 +293,25 @@ export class DesiredStateOfWorld {
       if (attachable) this.#attachable.add(volumeName)
     }
     const existing = volume.pods.get(podName)
-    const now = this.#clock.now()
+    const now = this.#offsetOf(this.#clock.now())
     const outerNames = withOuterName(existing?.outerNames, outerVolumeSpecName)
+    const requiresRemount = plugin.requiresRemount(spec)
+    const before = existing?.remount ?? Remount.None
+    // Once set up again on every sync, a (volume, pod) stays so until it is deleted.
+    const remount = requiresRemount ? (plugin.refreshOnEvents?.(spec) === true ? Remount.OnEvents : Remount.Timed) : before
     volume.pods.set(podName, {
       pod,
       spec,
       outerNames,
       // A volume that must be set up again on every sync counts its request from the latest one.
-      mountRequestTime: existing && !plugin.requiresRemount(spec) ? existing.mountRequestTime : now,
+      requestedAt: existing && !requiresRemount ? existing.requestedAt : now,
+      remount,
     })
     let podVolumes = this.#podVolumes.get(podName)
-    if (!podVolumes) this.#podVolumes.set(podName, (podVolumes = new Set()))
-    podVolumes.add(volumeName)
-    if (plugin.requiresRemount(spec)) {
-      let remount = this.#remountVolumes.get(podName)
-      if (!remount) this.#remountVolumes.set(podName, (remount = new Map()))
-      remount.set(volumeName, plugin.refreshOnEvents?.(spec) !== true)
-    }
+    if (podVolumes) podVolumes.names = addName(podVolumes.names, volumeName)
+    else this.#podVolumes.set(podName, (podVolumes = { names: nameListOf(volumeName), remount: 0, timed: 0 }))
+    countRemount(podVolumes, before, -1)
+    countRemount(podVolumes, remount, 1)
     this.changes.emit(volumeName, podName)
     return volumeName
   }
@@ -215,17 +320,19 @@ export class DesiredStateOfWorld {
   deletePodFromVolume(podName: UniquePodName, volumeName: UniqueVolumeName): void {
     this.#podErrors.delete(podName)
     const volume = this.#volumes.get(volumeName)
-    if (!volume?.pods.delete(podName)) return
+    const pod = volume?.pods.get(podName)
+    if (!volume || !pod) return
+    volume.pods.delete(podName)
     if (volume.pods.size === 0) {
       this.#volumes.delete(volumeName)
       this.#attachable.delete(volumeName)
     }
     const podVolumes = this.#podVolumes.get(podName)
-    podVolumes?.delete(volumeName)
-    if (podVolumes?.size === 0) this.#podVolumes.delete(podName)
-    const remount = this.#remountVolumes.get(podName)
-    remount?.delete(volumeName)
-    if (remount?.size === 0) this.#remountVolumes.delete(podName)
+    if (podVolumes) {
+      podVolumes.names = deleteName(podVolumes.names, volumeName)
+      countRemount(podVolumes, pod.remount, -1)
+      if (nameCount(podVolumes.names) === 0) this.#podVolumes.delete(podName)
+    }
     this.changes.emit(volumeName, podName)
   }
 
@@ -234,22 +341,17 @@ export class DesiredStateOfWorld {
    * `timedOnly`, only those with such a volume whose content no event announces (a token).
    */
   podsRequiringRemount(options?: { readonly timedOnly?: boolean }): UniquePodName[] {
-    if (!options?.timedOnly) return [...this.#remountVolumes.keys()]
+    const timedOnly = options?.timedOnly ?? false
     const pods: UniquePodName[] = []
-    for (const [podName, volumes] of this.#remountVolumes) {
-      for (const timed of volumes.values()) {
-        if (timed) {
-          pods.push(podName)
-          break
-        }
-      }
+    for (const [podName, volumes] of this.#podVolumes) {
+      if ((timedOnly ? volumes.timed : volumes.remount) > 0) pods.push(podName)
     }
     return pods
   }
 
   /** The pod has a volume whose plugin sets it up again on every sync. */
   podRequiresRemount(podName: UniquePodName): boolean {
-    return this.#remountVolumes.has(podName)
+    return (this.#podVolumes.get(podName)?.remount ?? 0) > 0
   }
 
   /** Sets `reportedInUse` for the named volumes and clears it for every other one. */
@@ -310,7 +412,7 @@ export class DesiredStateOfWorld {
 
   /** Any volume of the pod whose inner name is `specName`. */
   volumeExistsWithSpecName(podName: UniquePodName, specName: string): boolean {
-    for (const name of this.#podVolumes.get(podName) ?? []) {
+    for (const name of this.#podVolumes.get(podName)?.names ?? []) {
       if (this.#volumes.get(name)?.pods.get(podName)?.spec.name === specName) return true
     }
     return false
@@ -321,7 +423,7 @@ export class DesiredStateOfWorld {
     const result: VolumeToMount[] = []
     for (const volume of this.#volumes.values()) {
       volume.pods.forEach((pod, podName) => {
-        result.push(toView(volume, podName, pod))
+        result.push(toView(volume, podName, pod, this.#epoch))
       })
     }
     return result
@@ -333,7 +435,7 @@ export class DesiredStateOfWorld {
     if (!volume) return []
     const result: VolumeToMount[] = []
     volume.pods.forEach((pod, podName) => {
-      result.push(toView(volume, podName, pod))
+      result.push(toView(volume, podName, pod, this.#epoch))
     })
     return result
   }
@@ -341,10 +443,10 @@ export class DesiredStateOfWorld {
   /** The (volume, pod) pairs of one pod. */
   getVolumesToMountForPod(podName: UniquePodName): VolumeToMount[] {
     const result: VolumeToMount[] = []
-    for (const name of this.#podVolumes.get(podName) ?? []) {
+    for (const name of this.#podVolumes.get(podName)?.names ?? []) {
       const volume = this.#volumes.get(name)
       const pod = volume?.pods.get(podName)
-      if (volume && pod) result.push(toView(volume, podName, pod))
+      if (volume && pod) result.push(toView(volume, podName, pod, this.#epoch))
     }
     return result
   }
@@ -367,7 +469,7 @@ export class DesiredStateOfWorld {
   /** Outer name → unique volume name for one pod. */
   getVolumeNamesForPod(podName: UniquePodName): Map<string, UniqueVolumeName> {
     const result = new Map<string, UniqueVolumeName>()
-    for (const name of this.#podVolumes.get(podName) ?? []) {
+    for (const name of this.#podVolumes.get(podName)?.names ?? []) {
       const outerNames = this.#volumes.get(name)?.pods.get(podName)?.outerNames ?? []
       if (typeof outerNames === 'string') result.set(outerNames, name)
       else for (const outer of outerNames) result.set(outer, name)
@@ -413,7 +515,14 @@ function withOuterName(known: string | readonly string[] | undefined, name: stri
   return known.includes(name) ? known : [...known, name].sort()
 }
 
-function toView(volume: DesiredVolume, podName: UniquePodName, pod: DesiredPod): VolumeToMount {
+/** Adds `sign` × one (volume, pod) set up again as `remount` to the pod's counts. */
+function countRemount(volumes: PodVolumes, remount: Remount, sign: 1 | -1): void {
+  if (remount === Remount.None) return
+  volumes.remount += sign
+  if (remount === Remount.Timed) volumes.timed += sign
+}
+
+function toView(volume: DesiredVolume, podName: UniquePodName, pod: DesiredPod, epoch: number): VolumeToMount {
   return {
     volumeName: volume.volumeName,
     podName,
@@ -428,6 +537,6 @@ function toView(volume: DesiredVolume, podName: UniquePodName, pod: DesiredPod):
     desiredSizeLimit: volume.desiredSizeLimit,
     desiredPersistentVolumeSize: volume.persistentVolumeSize,
     seLinuxLabel: volume.seLinuxLabel,
-    mountRequestTime: pod.mountRequestTime,
+    mountRequestTime: epoch + pod.requestedAt,
   }
 }

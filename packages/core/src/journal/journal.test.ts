@@ -16,7 +16,8 @@ const line = (record: JournalRecord): string => {
 }
 const attached: JournalRecord = { kind: 'attached', volume: 'p/v', spec, devicePath: '/dev/loop0' }
 const device: JournalRecord = { kind: 'device', volume: 'p/v', spec, devicePath: '/dev/loop0', path: '/g/v' }
-const setup: JournalRecord = { kind: 'setup', volume: 'p/v', pod: 'a', podUID: 'a', outerName: 'v', spec, gid: '' }
+type Setup = Extract<JournalRecord, { kind: 'setup' }>
+const setup: Setup = { kind: 'setup', volume: 'p/v', pod: 'a', podUID: 'a', outerName: 'v', spec, gid: '' }
 
 describe('crc32', () => {
   it('matches the IEEE check value', () => {
@@ -134,6 +135,9 @@ describe('JournalState', () => {
   const other: JournalRecord = { kind: 'setup', volume: 'p/w', pod: 'a', podUID: 'a', outerName: 'w', spec, gid: '' }
   const tornA: JournalRecord = { kind: 'torn-down', volume: 'p/v', pod: 'a' }
   const tornB: JournalRecord = { kind: 'torn-down', volume: 'p/v', pod: 'b' }
+  // A pod UID that is not the pod's name, an outer name that is not the spec's, a gid: what the
+  // packed entry keeps apart.
+  const own: Setup = { kind: 'setup', volume: 'p/v', pod: 'a', podUID: 'uid-a', outerName: 'claim', spec, gid: '9' }
 
   // The state keeps a volume with one set-up and nothing else as that record; whatever the
   // records, it must say what `replay` says and give back the same live records.
@@ -151,6 +155,8 @@ describe('JournalState', () => {
     { name: 'a device unmounted and torn down', records: [device, setup, { kind: 'device-unmounted', volume: 'p/v' }, tornA] },
     { name: 'detached', records: [attached, setup, other, { kind: 'detached', volume: 'p/v' }] },
     { name: 'set up again after being forgotten', records: [setup, tornA, other, setupB] },
+    { name: 'a set-up with its own UID, outer name and gid', records: [own] },
+    { name: 'a set-up with its own UID, then another pod', records: [own, setupB] },
   ] satisfies { name: string; records: JournalRecord[] }[])('agrees with replay: $name', ({ records }) => {
     const state = new JournalState()
     for (const record of records) state.apply(record)
@@ -165,10 +171,16 @@ describe('JournalState', () => {
     }
   })
 
-  it('writes a lone set-up back as the record it was given', () => {
+  it.each([
+    { name: 'the usual', record: setup },
+    { name: 'its own UID, outer name and gid', record: own },
+    { name: 'only a gid', record: { ...setup, gid: '7' } },
+    { name: 'only another outer name', record: { ...setup, outerName: 'w' } },
+  ] satisfies { name: string; record: Setup }[])('writes a lone set-up back as the record it was given: $name', ({ record }) => {
     const state = new JournalState()
-    state.apply(setup)
-    expect(JSON.stringify(state.records())).toBe(JSON.stringify([setup]))
+    state.apply(record)
+    expect(JSON.stringify(state.records())).toBe(JSON.stringify([record]))
+    expect(state.volumes().get('p/v')?.pods.get('a')).toEqual({ podUID: record.podUID, outerName: record.outerName, spec, gid: record.gid })
   })
 })
 
