@@ -107,3 +107,37 @@ describe('the core Metrics port', () => {
     expect(errors).toHaveLength(1)
   })
 })
+
+describe('operations waiting for a slot', () => {
+  it('are a gauge of their own beside the running ones', async () => {
+    const host = createMemoryHost()
+    const hang = host.faults.hangOn({ method: 'mount' })
+    const manifests = tempDir()
+    manifests.write(
+      'pod.yaml',
+      `apiVersion: v1
+kind: Pod
+metadata: { name: tmp }
+spec:
+  containers: [{ name: c, image: busybox, volumeMounts: [{ name: a, mountPath: /a }, { name: b, mountPath: /b }, { name: c, mountPath: /c }] }]
+  volumes: [{ name: a, emptyDir: { medium: Memory } }, { name: b, emptyDir: { medium: Memory } }, { name: c, emptyDir: { medium: Memory } }]
+`,
+    )
+    const agent = await startAgent(
+      { nodeName: 'n1', port: 0, manifestDir: manifests.dir },
+      { host, log: { silent: true }, manager: { housekeepingPeriodMs: 0, maxRunningOperations: 1, slowOperationMs: 600_000 } as object },
+    )
+    try {
+      await until('one mount held', () => hang.held.length === 1)
+      const text = (await get(`${agent.url}/metrics`)).text
+      expect(text).toContain('kubevol_operations_running 1')
+      expect(text).toContain('kubevol_operations_queued 2')
+      hang.release()
+      await until('all three mounted', () => agent.manager.getMountedVolumesForPod(agent.pods.getPods()[0]?.metadata.uid ?? '').size === 3)
+      await until('the queue drained', async () => (await get(`${agent.url}/metrics`)).text.includes('kubevol_operations_queued 0'))
+    } finally {
+      await agent.stop()
+      manifests.cleanup()
+    }
+  })
+})

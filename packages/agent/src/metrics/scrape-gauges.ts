@@ -87,6 +87,11 @@ function simpleGauges(registers: Registry[], view: View): void {
   }
   simple('kubevol_volumes_backing_off', 'Volume operations waiting for their backoff to end after a failure.', (v) => v.backoffCount())
   simple('kubevol_operations_running', 'Volume operations running now.', (v) => v.manager.snapshot().runningOperations)
+  simple(
+    'kubevol_operations_queued',
+    'Volume operations waiting for one of the maxRunningOperations slots (started in order as slots free).',
+    (v) => v.manager.snapshot().queuedOperations,
+  )
   simple('kubevol_sources_ready', '1 when every pod source has delivered its first full list.', (v) => (v.sourcesReady() ? 1 : 0))
   simple('kubevol_journal_records', 'Records in the durable journal.', (v) => journalOf(v.manager)?.records)
   simple('kubevol_journal_bytes', 'Size of the durable journal in bytes.', (v) => journalOf(v.manager)?.bytes)
