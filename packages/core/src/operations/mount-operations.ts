@@ -14,7 +14,6 @@ import type { AttachedVolume, MountedVolume } from '../cache/actual-state.js'
 import type { VolumeToMount } from '../cache/desired-state.js'
 import { type FailureKind, OperationError, errorMessage, failureKind, isHostError } from '../errors.js'
 import type { VolumePlugin } from '../plugins/plugin.js'
-import { EMPTY_DIR_PLUGIN_NAME } from '../plugins/empty-dir.js'
 import type { FileInfo } from '../host/host.js'
 import {
   type MessageSubject,
@@ -226,17 +225,13 @@ async function prepareSubPaths(ctx: OperationContext, vtm: VolumeToMount, volume
 }
 
 /**
- * True when a crash at any point of this volume's set-up leaves nothing that reconstruction cannot
- * find without the journal: an emptyDir, whose set-up makes its directory under the pod's
- * `volumes` first (`mkdir -p`), and everything else at or below it (its tmpfs) or beside it (the
- * ready marker, written last), so the disk scan finds whatever exists and the tear-down it leads to
- * unmounts before it removes. Its set-up intent need not be durable before the step. Not for a pod
- * with sub paths (their binds, made after the set-up, are kept to the rule that an intent is
- * durable first), nor for any other plugin: a device mount, a loop device, a hostPath's sub
- * paths, a CSI publish are what the journal exists for.
+ * True when a crash at any point of this volume's set-up leaves nothing reconstruction cannot find
+ * without the journal (the plugin's `setUpFoundOnDisk`, see VolumePlugin), so its set-up intent need
+ * not be durable before the step. Not for a pod with sub paths: their binds, made after the set-up,
+ * keep to the rule that an intent is durable first.
  */
 function foundOnDisk(plugin: VolumePlugin, vtm: VolumeToMount): boolean {
-  return plugin.name === EMPTY_DIR_PLUGIN_NAME && !usesSubPaths(vtm.pod)
+  return plugin.setUpFoundOnDisk === true && !usesSubPaths(vtm.pod)
 }
 
 /**

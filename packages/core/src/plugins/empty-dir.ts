@@ -131,6 +131,8 @@ export function createEmptyDirPlugin(options: EmptyDirPluginOptions = {}): Volum
     canSupport: (spec) => spec.volume?.emptyDir !== undefined,
     getVolumeName: (spec) => spec.name,
     requiresRemount: () => false,
+    // Its directory under the pod's volumes first, its tmpfs and ready marker at or beside it.
+    setUpFoundOnDisk: true,
     supportsMountOption: () => false,
     supportsSELinuxContextMount: () => false,
     newMounter: (spec, pod) => createEmptyDirMounter(context, spec, pod, nodeAllocatable),

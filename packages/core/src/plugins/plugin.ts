@@ -165,6 +165,15 @@ export interface VolumePlugin {
   /** SetUp must run again when the pod is re-synced (configMap, secret, projected, downwardAPI). */
   requiresRemount(spec: VolumeSpec): boolean
   /**
+   * True when whatever a crash at any point of SetUp leaves is found by reconstruction's scan of the
+   * pods directory without the journal: SetUp's first change is the volume's directory under
+   * `pods/<uid>/volumes/`, and everything after it is at or beside it (emptyDir: its tmpfs, its
+   * ready marker). The set-up's journal intent then need not be synced before the step (a pod with
+   * sub paths keeps the synced intent). Leave it unset for anything the disk layout cannot show: a
+   * device mount, a loop device, a CSI publish.
+   */
+  readonly setUpFoundOnDisk?: boolean
+  /**
    * For a volume that `requiresRemount`: true when its content is built only from the pod and from
    * objects the ObjectReader serves, so a reader that announces changes says when to set it up
    * again (configMap, secret, downwardAPI, projected without a token). False or absent when the
