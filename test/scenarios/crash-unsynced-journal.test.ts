@@ -7,7 +7,8 @@
  * as in crash-restart.test.ts.
  */
 import type { Pod } from '@kubevol/core'
-import { buildPod } from '@kubevol/core/testing'
+import { createBuiltinPlugins } from '@kubevol/core/plugins'
+import { buildPod, createHarness } from '@kubevol/core/testing'
 import { describe, expect, it } from 'vitest'
 import { type CrashWorld, EVERY_KIND_POD, IMAGE, crashHarness, crashWorld, forEachCrashPoint, settle } from './crash-points.js'
 
@@ -22,6 +23,18 @@ const PODS: readonly { readonly case: string; readonly pod: Pod }[] = [
   {
     case: 'a pod of emptyDirs only',
     pod: buildPod({ uid: 'a', volumes: [{ name: 'shm', emptyDir: { medium: 'Memory' } }, { name: 'scratch', emptyDir: {} }] }),
+  },
+  {
+    // Every intent unsynced: the hostPath leaves nothing to undo.
+    case: 'a pod of emptyDirs and a hostPath',
+    pod: buildPod({
+      uid: 'a',
+      volumes: [
+        { name: 'shm', emptyDir: { medium: 'Memory' } },
+        { name: 'logs', hostPath: { path: '/var/log/app', type: 'DirectoryOrCreate' } },
+        { name: 'scratch', emptyDir: {} },
+      ],
+    }),
   },
 ]
 const names = (pod: Pod): string[] => (pod.spec?.volumes ?? []).map((v) => v.name)
@@ -95,4 +108,64 @@ describe('crash at every step with the journal’s unsynced tail lost, then rest
     // With emptyDirs alone, the case this is about happened: crashes that lost their set-up intent.
     if (!names(pod).includes('data')) expect(lostSetUps).toBeGreaterThan(0)
   }, 300_000)
+})
+
+describe('an emptyDir’s set-up intent is not waited for', () => {
+  const CONFIG = `${ROOT}/pods/b/volumes/kubernetes.io~configmap/cfg`
+  const pod = buildPod({
+    uid: 'b',
+    volumes: [
+      { name: 'scratch', emptyDir: {} },
+      { name: 'cfg', configMap: { name: 'cfg' } },
+    ],
+  })
+  const mounted = (h: ReturnType<typeof crashHarness>): string[] => [...h.manager.getMountedVolumesForPod('b').keys()].sort()
+
+  it('counts the emptyDir mounted while the journal’s write hangs; a synced intent’s step never starts', async () => {
+    const w = crashWorld()
+    let release: (() => void) | undefined
+    const held = new Promise<void>((resolve) => {
+      release = resolve
+    })
+    w.host.intercept(async (call, next) => {
+      if (call.method === 'appendFile' && call.path === JOURNAL) await held
+      return next()
+    })
+    const h = crashHarness(w)
+    h.pods.setPod(pod)
+    h.start()
+    for (let i = 0; i < 20 && mounted(h).length === 0; i++) await w.clock.advance(100)
+    expect(mounted(h)).toEqual(['scratch'])
+    // The configMap's intent waits for its sync behind the held write: its step has made nothing.
+    await w.clock.advance(5_000)
+    expect(mounted(h)).toEqual(['scratch'])
+    expect(await w.host.lstat(CONFIG)).toBeNull()
+    release?.()
+    await settle(h)
+    expect(mounted(h)).toEqual(['cfg', 'scratch'])
+    await h.stop()
+  })
+
+  it('a failed write of it is logged and the volume stays mounted; a synced intent that fails is retried', async () => {
+    const w = crashWorld()
+    let failing = true
+    w.host.intercept(async (call, next) => {
+      if (failing && call.method === 'appendFile' && call.path === JOURNAL) throw new Error('EIO: the journal’s disk failed')
+      return next()
+    })
+    const warnings: string[] = []
+    const logger = { debug() {}, info() {}, error() {}, warn: (msg: string) => void warnings.push(msg) }
+    const h = createHarness({ host: w.host, clock: w.clock, plugins: createBuiltinPlugins(), manager: { logger } })
+    h.objects.put('ConfigMap', { metadata: { name: 'cfg', namespace: 'default' }, data: { k: 'v' } })
+    h.pods.setPod(pod)
+    h.start()
+    await settle(h)
+    expect(mounted(h)).toEqual(['scratch'])
+    expect(warnings).toContain('Journal write failed')
+    expect(await w.host.lstat(CONFIG)).toBeNull()
+    failing = false
+    await settle(h)
+    expect(mounted(h)).toEqual(['cfg', 'scratch'])
+    await h.stop()
+  })
 })

@@ -81,14 +81,14 @@ async function mountVolume(step: MountStep): Promise<void> {
   }
   const device = await mountDeviceIfNeeded(step, devicePath, fsGroup)
   // The set-up's intent: durable before the step, unless the disk scan finds everything the step
-  // makes without it (foundOnDisk); then written with the step, in the same turn, and waited for
-  // after it, unsynced.
-  let unsynced: Promise<void> | undefined
+  // makes without it (foundOnDisk); then it is handed to the journal in the same turn as the step,
+  // unsynced, and not waited for: a write that is late or fails loses only what a crash before it
+  // would, which the disk scan covers.
   if (device.setupIntent && ctx.journal) {
     if (foundOnDisk(plugin, vtm)) {
-      unsynced = ctx.journal.record(setupRecord(vtm), { sync: false })
-      // Handled here too: a set-up that fails first leaves the write's failure to no one.
-      unsynced.catch(() => undefined)
+      ctx.journal.record(setupRecord(vtm), { sync: false }).catch((err: unknown) => {
+        ctx.logger.warn('Journal write failed', { err: String(err), kind: 'setup', volume: vtm.volumeName })
+      })
     } else {
       await ctx.journal.record(setupRecord(vtm))
     }
@@ -104,13 +104,6 @@ async function mountVolume(step: MountStep): Promise<void> {
   } catch (err) {
     markVolumeErrorState(ctx, vtm, await failureKindAt(ctx, mounter.getPath(), err))
     throw stepFailed('MountVolume.SetUp failed', subject, err)
-  }
-  try {
-    await unsynced
-  } catch (err) {
-    // Set up, with no record of it: the disk scan finds it after a restart; retry the record.
-    ctx.asw.markVolumeMountAsUncertain(markOptions(vtm))
-    throw stepFailed('MountVolume.SetUp failed', subject, err, 'uncertain')
   }
   const log = isRemount ? ctx.logger.debug : ctx.logger.info
   log.call(ctx.logger, detailedMessage('MountVolume.SetUp succeeded', subject))

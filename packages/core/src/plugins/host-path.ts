@@ -65,6 +65,9 @@ export function createHostPathPlugin(): VolumePlugin {
     canSupport: (spec) => sourceOf(spec) !== undefined,
     getVolumeName: (spec) => sourceOf(spec)?.path ?? spec.name,
     requiresRemount: () => false,
+    // SetUp leaves nothing of kubevol's: at most the node's own path (DirectoryOrCreate), which no
+    // tear-down touches. A crash that loses the intent loses nothing to undo.
+    setUpFoundOnDisk: true,
     supportsMountOption: () => false,
     newMounter(spec): Mounter {
       const source = sourceOf(spec)

@@ -168,9 +168,11 @@ export interface VolumePlugin {
    * True when whatever a crash at any point of SetUp leaves is found by reconstruction's scan of the
    * pods directory without the journal: SetUp's first change is the volume's directory under
    * `pods/<uid>/volumes/`, and everything after it is at or beside it (emptyDir: its tmpfs, its
-   * ready marker). The set-up's journal intent then need not be synced before the step (a pod with
-   * sub paths keeps the synced intent). Leave it unset for anything the disk layout cannot show: a
-   * device mount, a loop device, a CSI publish.
+   * ready marker); or SetUp leaves nothing a tear-down would undo (hostPath: at most the node's own
+   * path, made by DirectoryOrCreate and never removed). The set-up's journal intent is then handed
+   * to the journal with the step, unsynced, and not waited for (a pod with sub paths keeps the
+   * synced intent). Leave it unset for anything the disk layout cannot show: a device mount, a loop
+   * device, a CSI publish.
    */
   readonly setUpFoundOnDisk?: boolean
   /**
