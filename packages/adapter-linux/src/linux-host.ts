@@ -7,7 +7,7 @@
  */
 import { access, lchown, open, readdir, readlink, realpath, rename, stat, symlink, truncate, writeFile } from 'node:fs/promises'
 import { constants as osConstants } from 'node:os'
-import { basename, dirname, posix } from 'node:path'
+import { basename, dirname } from 'node:path'
 import type {
   BlockDevices,
   FileInfo,
@@ -48,6 +48,7 @@ import type { LinuxMountEntry } from './mountinfo.js'
 import { deviceNumber, mountReferencesIn, mountsOfDevice } from './mountinfo.js'
 import type { LinuxHostOptions, ResolvedLinuxHostOptions } from './options.js'
 import { resolveLinuxHostOptions } from './options.js'
+import { normalPath } from './normal-path.js'
 import { removeAll } from './remove-all.js'
 import { SharedReads } from './shared-reads.js'
 import { lockRoot } from './root-lock.js'
@@ -76,7 +77,7 @@ function toIoStep(step: FileStep): IoStep {
     case 'lstat':
       return ['lstat', step.path, step.stopIfFound === true]
     case 'mkdir':
-      return step.recursive === true ? ['mkdirp', posix.resolve(step.path), step.mode ?? 0o777] : ['mkdir', step.path, step.mode ?? 0o777]
+      return step.recursive === true ? ['mkdirp', normalPath(step.path), step.mode ?? 0o777] : ['mkdir', step.path, step.mode ?? 0o777]
     case 'setPermissions':
       return ['setPermissions', step.path, step.permissions]
     case 'writeFile':
@@ -84,10 +85,6 @@ function toIoStep(step: FileStep): IoStep {
   }
 }
 
-/** Absolute, with no empty, `.` or `..` component and no trailing slash: what posix.resolve would leave as it is. */
-function isNormalAbsolute(path: string): boolean {
-  return path.charCodeAt(0) === 47 && !path.includes('//') && !path.includes('/.') && (path.length === 1 || !path.endsWith('/'))
-}
 
 /**
  * The Host port on Linux. Create it with {@link createLinuxHost}. Needs root (CAP_SYS_ADMIN) for
@@ -230,7 +227,7 @@ export class LinuxHost implements Host {
       await this.#sys.fs('mkdir', path, (call) => this.#io.run(['mkdir', path, mode], call))
       return
     }
-    await this.#mkdirAll(posix.resolve(path), mode)
+    await this.#mkdirAll(normalPath(path), mode)
   }
 
   /**
@@ -294,7 +291,7 @@ export class LinuxHost implements Host {
    * a kernel whose statx cannot tell a mount root) each path is checked and removed as two calls.
    */
   async removeUnmounted(paths: readonly string[]): Promise<void> {
-    const normalized = paths.map((p) => posix.resolve(p))
+    const normalized = paths.map(normalPath)
     const first = normalized[0]
     if (first === undefined) return
     // A path the current table lists is a mount point known with no call: the paths before it are
@@ -438,7 +435,7 @@ export class LinuxHost implements Host {
    * date nearly all the time, and every set-up's check used to queue behind a read of it.
    */
   async isMountPoint(path: string): Promise<boolean> {
-    const normalized = posix.resolve(path)
+    const normalized = normalPath(path)
     let last = this.#table.lastTargets() ?? { targets: await this.#table.targets(), current: true }
     // A target in the table is a real path (the kernel prints the directories it is mounted
     // below): the path as given naming one is that mount point, with no call at all.
@@ -476,7 +473,7 @@ export class LinuxHost implements Host {
    * answers (EIO, EACCES, ENODEV): no references, as mount-utils says.
    */
   async mountReferences(path: string): Promise<readonly string[]> {
-    const normalized = posix.resolve(path)
+    const normalized = normalPath(path)
     let where = normalized
     if (!(await this.#table.targets()).has(normalized)) {
       try {
@@ -535,7 +532,7 @@ export class LinuxHost implements Host {
 
   // `path` with its parent directory resolved; the last component is not followed.
   async #canonical(path: string): Promise<string> {
-    const normalized = posix.resolve(path)
+    const normalized = normalPath(path)
     if (normalized === '/') return '/'
     const parent = dirname(normalized)
     const resolvedParent = await this.#sys.fs('realpath', parent, () => realpath(parent))
@@ -547,7 +544,7 @@ export class LinuxHost implements Host {
     // The nearest ancestor that is a mount target: O(depth), whatever the size of the table. Asked
     // on every call, so a path already absolute and normal is walked up as it is, by slicing.
     const targets = this.#table.peekTargets()
-    let p = isNormalAbsolute(path) ? path : posix.resolve(path)
+    let p = normalPath(path)
     for (;;) {
       if (targets.has(p)) return p
       const slash = p.lastIndexOf('/')
