@@ -13,7 +13,7 @@
  */
 import { errorMessage } from '../errors.js'
 import type { FileInfo, Host } from '../host/host.js'
-import { type Paths, dirname, escapePluginName, joinPath } from '../paths.js'
+import { type Paths, escapePluginName, joinPath } from '../paths.js'
 
 /** The volume whose directories are checked. */
 export interface PodVolumeRef {
@@ -46,6 +46,9 @@ function levelsOf(paths: Paths, ref: PodVolumeRef): string[] {
   ]
 }
 
+/** The index in {@link levelsOf} of each level's parent directory; -1 for the pods directory (the root's child). */
+const PARENT_LEVEL: readonly number[] = [-1, 0, 1, 2, 1, 4, 1]
+
 /**
  * The first level of `ref`'s directories that is there and is not a real directory, or null. A
  * missing level is fine: nothing below it exists to be followed. `lstat` replaces the host's (to
@@ -58,19 +61,26 @@ export async function findChainProblem(
   lstat: (path: string) => Promise<FileInfo | null> = (path) => host.lstat(path),
 ): Promise<ChainProblem | null> {
   const levels = levelsOf(paths, ref)
-  // All at once: the calls of one turn share a round trip where the host batches them.
-  const answers = await Promise.allSettled(levels.map((level) => lstat(level)))
-  const missing = new Set<string>()
-  for (const [i, level] of levels.entries()) {
-    if (missing.has(dirname(level))) {
-      missing.add(level)
+  // All asked at once: the calls of one turn share a round trip where the host batches them. Read
+  // in order; a level below a missing one is missing, whatever its own answer. (Hot on every
+  // tear-down: no settled-result objects, no set of missing paths.)
+  const asked = levels.map((level) => lstat(level))
+  for (const answer of asked) answer.catch(() => undefined)
+  const missing: boolean[] = []
+  for (let i = 0; i < levels.length; i++) {
+    const parent = PARENT_LEVEL[i] as number
+    if (parent >= 0 && missing[parent] === true) {
+      missing[i] = true
       continue
     }
-    const answer = answers[i] as PromiseSettledResult<FileInfo | null>
-    if (answer.status === 'rejected') return { path: level, found: 'unreadable', error: errorMessage(answer.reason) }
-    const info = answer.value
-    if (info === null) missing.add(level)
-    else if (info.type !== 'directory') return { path: level, found: info.type }
+    let info: FileInfo | null
+    try {
+      info = await (asked[i] as Promise<FileInfo | null>)
+    } catch (err) {
+      return { path: levels[i] as string, found: 'unreadable', error: errorMessage(err) }
+    }
+    missing[i] = info === null
+    if (info !== null && info.type !== 'directory') return { path: levels[i] as string, found: info.type }
   }
   return null
 }
