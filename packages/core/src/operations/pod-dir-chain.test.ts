@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import type { FileInfo, Host } from '../host/host.js'
 import { createPaths } from '../paths.js'
-import { findChainProblem } from './pod-dir-chain.js'
+import { assertTearDownChain, findChainProblem } from './pod-dir-chain.js'
 
 const paths = createPaths('/var/lib/kubevol')
 const ref = { podUID: 'uid-1', pluginName: 'kubernetes.io/empty-dir', block: false }
@@ -64,5 +64,57 @@ describe('findChainProblem', () => {
   it('names a level whose check failed as unreadable, unless a level before it is the problem', async () => {
     expect(await check({ [LEVELS[3] as string]: 'error' })).toEqual({ path: LEVELS[3], found: 'unreadable', error: `EACCES: ${LEVELS[3]}` })
     expect(await check({ [LEVELS[1] as string]: 'symlink', [LEVELS[3] as string]: 'error' })).toEqual({ path: LEVELS[1], found: 'symlink' })
+  })
+})
+
+describe('assertTearDownChain', () => {
+  function countingHost(answers: Readonly<Record<string, Answer>> = {}) {
+    const asked: string[] = []
+    const host = {
+      async lstat(path: string): Promise<FileInfo | null> {
+        asked.push(path)
+        const answer = answers[path] ?? 'directory'
+        return answer === 'missing' ? null : info(answer as FileInfo['type'])
+      },
+    } as unknown as Host
+    return { host, asked }
+  }
+  const volume = (name: string) => ({ ...ref, volumeName: name })
+
+  it('shares one check among the volumes of a pod and plugin asked together', async () => {
+    const { host, asked } = countingHost()
+    await Promise.all(['a', 'b', 'c'].map((name) => assertTearDownChain(host, paths, volume(name))))
+    expect(asked).toEqual(LEVELS)
+    // Another plugin, another pod or the block layout: levels of their own.
+    await Promise.all([
+      assertTearDownChain(host, paths, volume('d')),
+      assertTearDownChain(host, paths, { ...volume('e'), pluginName: 'kubernetes.io/host-path' }),
+      assertTearDownChain(host, paths, { ...volume('f'), podUID: 'uid-2' }),
+      assertTearDownChain(host, paths, { ...volume('g'), block: true }),
+    ])
+    expect(asked.length).toBe(LEVELS.length * 5)
+  })
+
+  it('checks anew once the microtask queue has drained', async () => {
+    const { host, asked } = countingHost()
+    await assertTearDownChain(host, paths, volume('a'))
+    await assertTearDownChain(host, paths, volume('b'))
+    expect(asked.length).toBe(2 * LEVELS.length)
+  })
+
+  it('names each volume in the refusal of a shared check', async () => {
+    const { host } = countingHost({ [LEVELS[1] as string]: 'symlink' })
+    const results = await Promise.allSettled(['a', 'b'].map((name) => assertTearDownChain(host, paths, volume(name))))
+    expect(results.map((r) => (r.status === 'rejected' ? (r.reason as Error).message : 'ok'))).toEqual([
+      `refusing to tear down volume "a" of pod "uid-1": ${LEVELS[1]} is a symlink, not a directory; nothing was removed`,
+      `refusing to tear down volume "b" of pod "uid-1": ${LEVELS[1]} is a symlink, not a directory; nothing was removed`,
+    ])
+  })
+
+  it('does not share between two hosts', async () => {
+    const one = countingHost()
+    const two = countingHost({ [LEVELS[2] as string]: 'file' })
+    const results = await Promise.allSettled([assertTearDownChain(one.host, paths, volume('a')), assertTearDownChain(two.host, paths, volume('a'))])
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected'])
   })
 })

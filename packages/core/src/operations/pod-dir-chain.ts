@@ -91,12 +91,47 @@ export function describeChainProblem(problem: ChainProblem): string {
   return `${problem.path} is a ${problem.found}, not a directory`
 }
 
+/** The checks asked since the microtask queue last drained, by host and levels (see {@link checkOnceThisRun}). */
+let checksThisRun: WeakMap<Host, Map<string, Promise<ChainProblem | null>>> | undefined
+
+/**
+ * The check of `ref`'s levels, shared with one asked for the same levels on the same host since the
+ * microtask queue last drained. The volumes of a pod torn down together (started in one reconcile
+ * pass, or as their operations end in one burst of answers) ask the same seven levels; they share
+ * one answer, as a host that batches the calls of one turn (the Linux host) already shares the
+ * system calls. Each volume's answer is the one its own calls would have had: such a host makes the
+ * calls after the microtasks either way, and meanwhile kubevol itself can only make or remove
+ * directories at these levels (never a link or a file), which changes no answer. Once the queue has
+ * drained, checks are asked anew.
+ */
+function checkOnceThisRun(host: Host, paths: Paths, ref: PodVolumeRef): Promise<ChainProblem | null> {
+  if (!checksThisRun) {
+    checksThisRun = new WeakMap()
+    void Promise.resolve().then(() => {
+      checksThisRun = undefined
+    })
+  }
+  let checks = checksThisRun.get(host)
+  if (!checks) {
+    checks = new Map()
+    checksThisRun.set(host, checks)
+  }
+  const key = `${paths.podsDir}\0${ref.podUID}\0${ref.pluginName}\0${ref.block ? 'block' : 'fs'}`
+  let check = checks.get(key)
+  if (!check) {
+    check = findChainProblem(host, paths, ref)
+    checks.set(key, check)
+  }
+  return check
+}
+
 /**
  * Throws, before anything is removed, when a directory of the pod's volume is not a real directory:
  * `refusing to tear down volume "<name>" of pod "<uid>": <path> is a symlink, not a directory`.
+ * Volumes of one pod and plugin checked together share the check (see {@link checkOnceThisRun}).
  */
 export async function assertTearDownChain(host: Host, paths: Paths, ref: PodVolumeRef & { readonly volumeName: string }): Promise<void> {
-  const problem = await findChainProblem(host, paths, ref)
+  const problem = await checkOnceThisRun(host, paths, ref)
   if (problem) {
     throw new Error(`refusing to tear down volume "${ref.volumeName}" of pod "${ref.podUID}": ${describeChainProblem(problem)}; nothing was removed`)
   }
