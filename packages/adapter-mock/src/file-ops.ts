@@ -2,7 +2,7 @@
  * File operations over the mount table: stat, mkdir, readdir, read/write, symlinks, modes and
  * owners. Each is synchronous and throws a HostError with the errno the kernel would give.
  */
-import type { FileInfo } from '@kubevol/core'
+import type { FileInfo, FileStep } from '@kubevol/core'
 import { HostError } from '@kubevol/core'
 import { dirname } from '@kubevol/core/host'
 import type { HostState } from './host-state.js'
@@ -212,4 +212,32 @@ export function allocateFile(state: HostState, path: string, sizeBytes: number):
   const file = fs.newFile(0o644, new Uint8Array(0))
   file.size = sizeBytes
   fs.link(result.parent.node, result.name, file)
+}
+
+/**
+ * The Host's `fileSteps` in one go, as `fileStepsOneByOne` makes them through the separate calls:
+ * the index of the `lstat` with `stopIfFound` that found something, else the number of steps; the
+ * first step that throws ends it with that step's error.
+ */
+export function fileSteps(state: HostState, steps: readonly FileStep[]): number {
+  for (let i = 0; i < steps.length; i++) {
+    const step = steps[i] as FileStep
+    switch (step.op) {
+      case 'lstat':
+        if (statPath(state, step.path, false) && step.stopIfFound) return i
+        break
+      case 'mkdir':
+        mkdir(state, step.path, { recursive: step.recursive, mode: step.mode })
+        break
+      case 'setPermissions': {
+        const info = statPath(state, step.path, true)
+        if (info && (info.mode & 0o777) !== step.permissions) chmod(state, step.path, (info.mode & ~0o777) | step.permissions)
+        break
+      }
+      case 'writeFile':
+        writeFile(state, step.path, step.data, step.mode === undefined ? undefined : { mode: step.mode })
+        break
+    }
+  }
+  return steps.length
 }
