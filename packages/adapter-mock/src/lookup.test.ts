@@ -188,6 +188,20 @@ describe('a walk after the tree changed', () => {
       expected: { '/a/b/c/f': 'ENOENT', '/a/b/c/g': 'ENOENT' },
     },
     {
+      case: 'a walked directory renamed in its own directory',
+      change: async (host: ReturnType<typeof createMemoryHost>) => {
+        await host.rename('/a/b/c', '/a/b/d')
+      },
+      expected: { '/a/b/c/f': 'ENOENT', '/a/b/d/f': 'old', '/a/b/d/g': 'g' },
+    },
+    {
+      case: 'a walked file replaced under its name',
+      change: async (host: ReturnType<typeof createMemoryHost>) => {
+        await host.rename('/a/x/f', '/a/b/c/f')
+      },
+      expected: { '/a/b/c/f': 'x', '/a/x/f': 'ENOENT', '/a/b/c/g': 'g' },
+    },
+    {
       case: 'nothing that moves a walked path (a file added and removed beside it)',
       change: async (host: ReturnType<typeof createMemoryHost>) => {
         await host.writeFile('/a/b/c/h', 'h')

@@ -80,15 +80,23 @@ export function tryLookup(table: MountTable, path: string, options: LookupOption
   let rest = path
   let links = 0
   let at = skipSlashes(rest, 0)
+  // Each directory's lookup is checked first against the name looked up last at the same depth:
+  // when the path holds that name there and its node is still linked under it, the node is taken
+  // without cutting the name out of the path. Most calls walk the same first components
+  // (`/var/lib/kubelet/pods/<uid>/volumes/<plugin>/`), and a name cut from a string is a new string
+  // to allocate and hash on every call.
+  const hints = table.nameHints
+  let depth = 0
   while (at < rest.length) {
     const slash = rest.indexOf('/', at)
     const end = slash < 0 ? rest.length : slash
-    const name = rest.slice(at, end)
+    const start = at
     at = skipSlashes(rest, end)
     const isLast = at === rest.length
     if (node.type !== 'directory') throw new HostError('ENOTDIR', options.syscall, path, 'not a directory')
-    if (name === '.') continue
-    if (name === '..') {
+    const dots = dotCount(rest, start, end)
+    if (dots === 1) continue
+    if (dots === 2) {
       // Climb out of mounts whose root we stand on, then to the parent directory (not above a root).
       while (node === mount.root && mount.parent && mount.mountpoint) {
         node = mount.mountpoint
@@ -99,7 +107,23 @@ export function tryLookup(table: MountTable, path: string, options: LookupOption
     }
     const dirMount = mount
     const dir = node
-    const child = dir.children.get(name)
+    const hint = depth < hints.length ? hints[depth] : undefined
+    depth++
+    let name: string
+    let child: Inode | undefined
+    if (hint && hint.dir === dir && hint.child?.parent === dir && hint.child.name === hint.name && isNameAt(rest, start, end, hint.name)) {
+      name = hint.name
+      child = hint.child
+    } else {
+      name = rest.slice(start, end)
+      child = dir.children.get(name)
+      if (hint && child) {
+        hint.dir = dir
+        // The node's own name (the same string as `name`), so the check above compares a string with itself.
+        hint.name = child.name
+        hint.child = child
+      }
+    }
     if (!child) {
       if (isLast) return { parent: { mount: dirMount, node: dir }, name, entry: null, found: null }
       return undefined
@@ -131,6 +155,18 @@ function topmost(table: MountTable, mount: Mount, node: Inode): Mount {
   let current = mount
   for (let over = table.covering(current, node); over; over = table.covering(current, current.root)) current = over
   return current
+}
+
+/** 1 for a component `.`, 2 for `..`, else 0. */
+function dotCount(text: string, start: number, end: number): number {
+  const length = end - start
+  if (length === 0 || length > 2 || text.charCodeAt(start) !== 46) return 0
+  return length === 1 ? 1 : text.charCodeAt(start + 1) === 46 ? 2 : 0
+}
+
+/** True when `text` holds exactly `name` from `start` to `end`. */
+function isNameAt(text: string, start: number, end: number, name: string): boolean {
+  return end - start === name.length && text.startsWith(name, start)
 }
 
 function skipSlashes(text: string, from: number): number {
