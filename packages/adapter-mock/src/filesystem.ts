@@ -103,6 +103,8 @@ export class Filesystem {
       parent: null,
       name: '',
       isMountRoot: false,
+      hintChild: null,
+      hintName: '',
     }
   }
 
@@ -142,6 +144,7 @@ export class Filesystem {
     // The node is linked in `dir`, so this is the directory's own map, never the shared empty one.
     const children = dir.children as Map<string, Inode>
     children.delete(node.name)
+    if (dir.hintChild === node) dir.hintChild = null
     node.parent = null
     this.touch(dir)
   }

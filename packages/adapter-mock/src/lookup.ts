@@ -80,13 +80,6 @@ export function tryLookup(table: MountTable, path: string, options: LookupOption
   let rest = path
   let links = 0
   let at = skipSlashes(rest, 0)
-  // Each directory's lookup is checked first against the name looked up last at the same depth:
-  // when the path holds that name there and its node is still linked under it, the node is taken
-  // without cutting the name out of the path. Most calls walk the same first components
-  // (`/var/lib/kubelet/pods/<uid>/volumes/<plugin>/`), and a name cut from a string is a new string
-  // to allocate and hash on every call.
-  const hints = table.nameHints
-  let depth = 0
   while (at < rest.length) {
     const slash = rest.indexOf('/', at)
     const end = slash < 0 ? rest.length : slash
@@ -107,21 +100,22 @@ export function tryLookup(table: MountTable, path: string, options: LookupOption
     }
     const dirMount = mount
     const dir = node
-    const hint = depth < hints.length ? hints[depth] : undefined
-    depth++
+    // The entry this directory gave last, when the path names it again (see DirNode.hintChild):
+    // a name cut from the path is a new string to allocate and hash, and most calls walk the same
+    // directories of the same volumes (`/var/lib/kubelet/pods/<uid>/volumes/<plugin>/<name>`).
     let name: string
     let child: Inode | undefined
-    if (hint && hint.dir === dir && hint.child?.parent === dir && hint.child.name === hint.name && isNameAt(rest, start, end, hint.name)) {
-      name = hint.name
-      child = hint.child
+    const hint = dir.hintChild
+    if (hint && isNameAt(rest, start, end, dir.hintName)) {
+      name = dir.hintName
+      child = hint
     } else {
       name = rest.slice(start, end)
       child = dir.children.get(name)
-      if (hint && child) {
-        hint.dir = dir
-        // The node's own name (the same string as `name`), so the check above compares a string with itself.
-        hint.name = child.name
-        hint.child = child
+      if (child) {
+        dir.hintChild = child
+        // The entry's own name (the same text as `name`), so a later check compares with the string linked.
+        dir.hintName = child.name
       }
     }
     if (!child) {

@@ -9,7 +9,7 @@ import { joinPath } from '@kubevol/core/host'
 import type { BlockDevice } from './devices.js'
 import type { Filesystem } from './filesystem.js'
 import { directoryMoves } from './filesystem.js'
-import type { DirNode, Inode } from './nodes.js'
+import type { Inode } from './nodes.js'
 import { relativePath } from './nodes.js'
 
 /** Mount propagation, as in the mount table. */
@@ -32,16 +32,6 @@ export interface Mount {
   readonly flags: readonly string[]
   readOnly: boolean
   propagation: Propagation
-}
-
-/**
- * The last name path resolution looked up at one depth of a walk: in which directory, and the
- * node it found. Valid while `child` is still linked in `dir` under `name`.
- */
-export interface NameHint {
-  dir: DirNode | null
-  name: string
-  child: Inode | null
 }
 
 /** A mount before it has an id. */
@@ -69,8 +59,6 @@ export class MountTable {
   readonly #covers = new Map<Mount, Map<Inode, Mount>>()
   readonly #mountpoints = new Map<Inode, number>()
   #nextId = 1
-  /** Path resolution's memory of the names it looked up last (see `lookup.ts`); a host's own. */
-  readonly nameHints: NameHint[] = Array.from({ length: 16 }, () => ({ dir: null, name: '', child: null }))
 
   constructor(rootFs: Filesystem, source: string) {
     this.root = this.add({

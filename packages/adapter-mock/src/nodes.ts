@@ -38,6 +38,13 @@ export interface DirNode extends NodeBase {
    * never had an entry shares {@link noChildren}, and gets a map of its own on its first link.
    */
   children: ReadonlyMap<string, Inode>
+  /**
+   * The entry path resolution found here last (null: none), linked as `hintName`: taken when a
+   * path holds that name again, without cutting the name out of the path and hashing it. Set by
+   * the walk; cleared by the filesystem's `unlink` when that entry goes, so it is always linked.
+   */
+  hintChild: Inode | null
+  hintName: string
 }
 
 /**
