@@ -103,6 +103,7 @@ export class Filesystem {
       parent: null,
       name: '',
       isMountRoot: false,
+      mountsOver: 0,
       hintChild: null,
       hintName: '',
     }
@@ -181,6 +182,7 @@ export class Filesystem {
       parent: null,
       name: '',
       isMountRoot: false,
+      mountsOver: 0,
     }
   }
 }

@@ -28,6 +28,13 @@ interface NodeBase {
    * collector would have to walk on every major collection.
    */
   isMountRoot: boolean
+  /**
+   * How many mounts have this node as their mount point (through any view of its filesystem),
+   * kept by the mount table. Path resolution asks at every component whether a mount covers it;
+   * a field read on the node it already holds answers "no" without a probe of the table's map of
+   * every mount point, which a node's worth of tmpfs volumes makes large and cold.
+   */
+  mountsOver: number
 }
 
 /** A directory. */
