@@ -61,6 +61,13 @@ export interface DirNode extends NodeBase {
  */
 export const noChildren: ReadonlyMap<string, Inode> = new Map()
 
+/**
+ * The data of every empty file (the emptyDir ready markers, a file cut to nothing). Data is never
+ * written in place, only replaced, so one array serves them all: a zero-length array of its own is
+ * two objects (the array and its buffer) of nearly 200 bytes.
+ */
+export const noBytes: Uint8Array = new Uint8Array(0)
+
 /** A regular file. */
 export interface FileNode extends NodeBase {
   readonly type: 'file'
