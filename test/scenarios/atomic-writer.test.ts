@@ -211,6 +211,29 @@ describe('writeAtomically on the in-memory host', () => {
     if (!error.includes('user-visible')) expect(host.tree(DIR)).toEqual(before)
   })
 
+  // The links are made from the listing read when the write began; what appears at a link's name
+  // while the version is written is looked at as before.
+  it.each([
+    { appears: 'the link itself', make: () => host.symlink('..data/a', `${DIR}/a`), error: undefined },
+    { appears: 'a link elsewhere', make: () => host.symlink('/etc', `${DIR}/a`), error: undefined },
+    { appears: 'a file', make: () => host.writeFile(`${DIR}/a`, 'mine'), error: 'cannot make user-visible path /vol/a: a file is in the way' },
+  ])('sees $appears appear at a link name during the write', async ({ make, error }) => {
+    await setUp()
+    const dispose = host.intercept(async (call, next) => {
+      if (call.method === 'rename' && call.path === `${DIR}/..data_tmp`) await make()
+      return next()
+    })
+    const written = write({ a: 'A' })
+    if (error) {
+      await expect(written).rejects.toThrow(error)
+    } else {
+      await written
+      expect(await host.readlink(`${DIR}/a`)).toBe('..data/a')
+      expect(await visible()).toEqual({ a: 'A' })
+    }
+    dispose()
+  })
+
   it('replaces a ..data that points outside the volume without touching what it points at', async () => {
     await setUp()
     await host.mkdir('/etc')

@@ -80,6 +80,11 @@ export class FaultInjector implements Faults {
     this.#busy = busy
   }
 
+  /** True when an interceptor is set: calls go through {@link dispatch}'s chain. */
+  get intercepting(): boolean {
+    return this.#interceptors.length > 0
+  }
+
   /**
    * Runs the call of `method` (about `path`) through the interceptors, then `real`. The call's
    * description is built only when an interceptor is there to see it.

@@ -2,14 +2,14 @@
  * File operations over the mount table: stat, mkdir, readdir, read/write, symlinks, modes and
  * owners. Each is synchronous and throws a HostError with the errno the kernel would give.
  */
-import type { FileInfo } from '@kubevol/core'
+import type { FileInfo, FileStep } from '@kubevol/core'
 import { HostError } from '@kubevol/core'
 import { dirname } from '@kubevol/core/host'
 import type { HostState } from './host-state.js'
 import { assertWritable } from './host-state.js'
 import { lookup, lookupExisting, tryLookup } from './lookup.js'
 import type { FileNode, SpecialNodeType } from './nodes.js'
-import { fileInfo } from './nodes.js'
+import { fileInfo, noBytes } from './nodes.js'
 import { encodeText } from './text.js'
 
 /** `lstat` (`follow` false) or `stat`: null when the path or a symlink's target does not exist. */
@@ -96,14 +96,14 @@ function writeInto(file: FileNode, bytes: Uint8Array, path: string): void {
     return
   }
   // Like write(2) after O_TRUNC: the file keeps what fit, then ENOSPC.
-  fs.setData(file, new Uint8Array(0))
+  fs.setData(file, noBytes)
   fs.setData(file, bytes.slice(0, Math.max(0, fs.capacityBytes - fs.usedBytes)))
   throw new HostError('ENOSPC', 'write', path, 'no space left on device')
 }
 
 /** Creates or replaces a regular file (following a symlink at `path`); `mode` applies on creation only. */
 export function writeFile(state: HostState, path: string, data: Uint8Array | string, options: { readonly mode?: number } = {}): void {
-  const bytes = typeof data === 'string' ? encodeText(data) : data.slice()
+  const bytes = data.length === 0 ? noBytes : typeof data === 'string' ? encodeText(data) : data.slice()
   const result = lookup(state.table, path, { follow: true, syscall: 'open' })
   if (result.found) {
     const { node, mount } = result.found
@@ -117,7 +117,7 @@ export function writeFile(state: HostState, path: string, data: Uint8Array | str
   assertWritable(result.parent.mount, 'open', path)
   const fs = result.parent.node.fs
   if (!fs.hasRoom(0, 1)) throw new HostError('ENOSPC', 'open', path, 'no space left on device')
-  const file = fs.newFile((options.mode ?? 0o666) & ~state.umask, new Uint8Array(0))
+  const file = fs.newFile((options.mode ?? 0o666) & ~state.umask, noBytes)
   fs.link(result.parent.node, result.name, file)
   writeInto(file, bytes, path)
 }
@@ -209,7 +209,35 @@ export function allocateFile(state: HostState, path: string, sizeBytes: number):
   }
   if (!result.parent) throw new HostError('ENOENT', 'truncate', path, 'no such file or directory')
   const fs = result.parent.node.fs
-  const file = fs.newFile(0o644, new Uint8Array(0))
+  const file = fs.newFile(0o644, noBytes)
   file.size = sizeBytes
   fs.link(result.parent.node, result.name, file)
+}
+
+/**
+ * The Host's `fileSteps` in one go, as `fileStepsOneByOne` makes them through the separate calls:
+ * the index of the `lstat` with `stopIfFound` that found something, else the number of steps; the
+ * first step that throws ends it with that step's error.
+ */
+export function fileSteps(state: HostState, steps: readonly FileStep[]): number {
+  for (let i = 0; i < steps.length; i++) {
+    const step = steps[i] as FileStep
+    switch (step.op) {
+      case 'lstat':
+        if (statPath(state, step.path, false) && step.stopIfFound) return i
+        break
+      case 'mkdir':
+        mkdir(state, step.path, { recursive: step.recursive, mode: step.mode })
+        break
+      case 'setPermissions': {
+        const info = statPath(state, step.path, true)
+        if (info && (info.mode & 0o777) !== step.permissions) chmod(state, step.path, (info.mode & ~0o777) | step.permissions)
+        break
+      }
+      case 'writeFile':
+        writeFile(state, step.path, step.data, step.mode === undefined ? undefined : { mode: step.mode })
+        break
+    }
+  }
+  return steps.length
 }

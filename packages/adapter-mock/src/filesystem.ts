@@ -103,16 +103,52 @@ export class Filesystem {
       parent: null,
       name: '',
       isMountRoot: false,
+      mountsOver: 0,
+      hintChild: null,
+      hintName: '',
     }
   }
 
+  // Files and symlinks spelled out too: a volume of the built-in mix makes about one of each, and a
+  // spread of the shared fields leaves them in a property store of its own beside the node, for as
+  // long as the node lives.
   newFile(mode: number, data: Uint8Array): FileNode {
     this.usedBytes += data.length
-    return { type: 'file', data, size: data.length, image: null, ...this.#base(mode) }
+    this.inodesUsed++
+    return {
+      type: 'file',
+      data,
+      size: data.length,
+      image: null,
+      ino: this.#nextIno++,
+      fs: this,
+      mode: mode & 0o7777,
+      uid: 0,
+      gid: 0,
+      mtimeMs: this.#clock.now(),
+      parent: null,
+      name: '',
+      isMountRoot: false,
+      mountsOver: 0,
+    }
   }
 
   newSymlink(target: string): SymlinkNode {
-    return { type: 'symlink', target, ...this.#base(0o777) }
+    this.inodesUsed++
+    return {
+      type: 'symlink',
+      target,
+      ino: this.#nextIno++,
+      fs: this,
+      mode: 0o777,
+      uid: 0,
+      gid: 0,
+      mtimeMs: this.#clock.now(),
+      parent: null,
+      name: '',
+      isMountRoot: false,
+      mountsOver: 0,
+    }
   }
 
   newDevice(type: DeviceNode['type'], rdev: number, mode: number): DeviceNode {
@@ -142,6 +178,7 @@ export class Filesystem {
     // The node is linked in `dir`, so this is the directory's own map, never the shared empty one.
     const children = dir.children as Map<string, Inode>
     children.delete(node.name)
+    if (dir.hintChild === node) dir.hintChild = null
     node.parent = null
     this.touch(dir)
   }
@@ -178,6 +215,7 @@ export class Filesystem {
       parent: null,
       name: '',
       isMountRoot: false,
+      mountsOver: 0,
     }
   }
 }

@@ -123,6 +123,32 @@ describe('path resolution', () => {
     expect(host.exists('/tmp/target')).toBe(false)
   })
 
+  // Several missing levels, and what else may be on the way: a link, a file, a link to nowhere.
+  it.each([
+    { case: 'three levels below an existing directory', path: '/tmp/a/b/c', error: undefined, made: ['/tmp/a/b/c'] },
+    { case: 'through a link to a directory', path: '/dirlink/a/b', error: undefined, made: ['/real/a/b'] },
+    { case: 'through a file', path: '/file/a/b', error: 'ENOTDIR: mkdir /file/a/b: not a directory', made: [] },
+    { case: 'through a link whose target is missing', path: '/dangling/a/b', error: 'ENOENT: mkdir /dangling: no such file or directory', made: [] },
+    { case: 'through a link to a file', path: '/filelink/a/b', error: 'ENOTDIR: mkdir /filelink/a/b: not a directory', made: [] },
+    { case: 'with .. below missing levels', path: '/tmp/x/y/../z', error: undefined, made: ['/tmp/x/y', '/tmp/x/z'] },
+  ])('recursive mkdir of missing levels: $case', async ({ path, error, made }) => {
+    const host = createMemoryHost()
+    await host.mkdir('/real')
+    await host.symlink('/real', '/dirlink')
+    await host.writeFile('/file', 'f')
+    await host.symlink('/file', '/filelink')
+    await host.symlink('/nowhere/x', '/dangling')
+    const before = host.tree('/')
+    const result = host.mkdir(path, { recursive: true, mode: 0o750 })
+    if (error) {
+      await expect(result).rejects.toThrow(error)
+      expect(host.tree('/')).toEqual(before)
+    } else {
+      await result
+    }
+    for (const dir of made) expect(host.tree(dir)).toMatchObject({ type: 'directory', mode: 0o750 })
+  })
+
   it('directories that had no entry get their own (a link into one is not seen in another)', async () => {
     const host = createMemoryHost()
     await host.mkdir('/x')
@@ -186,6 +212,20 @@ describe('a walk after the tree changed', () => {
         await host.removeAll('/a/b/c')
       },
       expected: { '/a/b/c/f': 'ENOENT', '/a/b/c/g': 'ENOENT' },
+    },
+    {
+      case: 'a walked directory renamed in its own directory',
+      change: async (host: ReturnType<typeof createMemoryHost>) => {
+        await host.rename('/a/b/c', '/a/b/d')
+      },
+      expected: { '/a/b/c/f': 'ENOENT', '/a/b/d/f': 'old', '/a/b/d/g': 'g' },
+    },
+    {
+      case: 'a walked file replaced under its name',
+      change: async (host: ReturnType<typeof createMemoryHost>) => {
+        await host.rename('/a/x/f', '/a/b/c/f')
+      },
+      expected: { '/a/b/c/f': 'x', '/a/x/f': 'ENOENT', '/a/b/c/g': 'g' },
     },
     {
       case: 'nothing that moves a walked path (a file added and removed beside it)',

@@ -83,12 +83,13 @@ export function tryLookup(table: MountTable, path: string, options: LookupOption
   while (at < rest.length) {
     const slash = rest.indexOf('/', at)
     const end = slash < 0 ? rest.length : slash
-    const name = rest.slice(at, end)
+    const start = at
     at = skipSlashes(rest, end)
     const isLast = at === rest.length
     if (node.type !== 'directory') throw new HostError('ENOTDIR', options.syscall, path, 'not a directory')
-    if (name === '.') continue
-    if (name === '..') {
+    const dots = dotCount(rest, start, end)
+    if (dots === 1) continue
+    if (dots === 2) {
       // Climb out of mounts whose root we stand on, then to the parent directory (not above a root).
       while (node === mount.root && mount.parent && mount.mountpoint) {
         node = mount.mountpoint
@@ -99,7 +100,24 @@ export function tryLookup(table: MountTable, path: string, options: LookupOption
     }
     const dirMount = mount
     const dir = node
-    const child = dir.children.get(name)
+    // The entry this directory gave last, when the path names it again (see DirNode.hintChild):
+    // a name cut from the path is a new string to allocate and hash, and most calls walk the same
+    // directories of the same volumes (`/var/lib/kubelet/pods/<uid>/volumes/<plugin>/<name>`).
+    let name: string
+    let child: Inode | undefined
+    const hint = dir.hintChild
+    if (hint && isNameAt(rest, start, end, dir.hintName)) {
+      name = dir.hintName
+      child = hint
+    } else {
+      name = rest.slice(start, end)
+      child = dir.children.get(name)
+      if (child) {
+        dir.hintChild = child
+        // The entry's own name (the same text as `name`), so a later check compares with the string linked.
+        dir.hintName = child.name
+      }
+    }
     if (!child) {
       if (isLast) return { parent: { mount: dirMount, node: dir }, name, entry: null, found: null }
       return undefined
@@ -131,6 +149,18 @@ function topmost(table: MountTable, mount: Mount, node: Inode): Mount {
   let current = mount
   for (let over = table.covering(current, node); over; over = table.covering(current, current.root)) current = over
   return current
+}
+
+/** 1 for a component `.`, 2 for `..`, else 0. */
+function dotCount(text: string, start: number, end: number): number {
+  const length = end - start
+  if (length === 0 || length > 2 || text.charCodeAt(start) !== 46) return 0
+  return length === 1 ? 1 : text.charCodeAt(start + 1) === 46 ? 2 : 0
+}
+
+/** True when `text` holds exactly `name` from `start` to `end`. */
+function isNameAt(text: string, start: number, end: number, name: string): boolean {
+  return end - start === name.length && text.startsWith(name, start)
 }
 
 function skipSlashes(text: string, from: number): number {

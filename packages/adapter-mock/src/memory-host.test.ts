@@ -71,4 +71,18 @@ describe('createMemoryHost', () => {
     read[1] = 9
     expect([...(await host.readFile('/f'))]).toEqual([1, 2, 3])
   })
+
+  it('empty files stay apart: what one is given later is not seen in another', async () => {
+    const host = createMemoryHost()
+    await host.writeFile('/a', '')
+    await host.writeFile('/b', new Uint8Array(0))
+    await host.writeFile('/c', 'full')
+    await host.writeFile('/c', '')
+    await host.appendFile('/a', 'appended')
+    await host.writeFile('/b', 'written')
+    host.allocateFile('/d', 0)
+    await host.appendFile('/d', 'x')
+    const text = async (path: string) => new TextDecoder().decode(await host.readFile(path))
+    expect([await text('/a'), await text('/b'), await text('/c'), await text('/d')]).toEqual(['appended', 'written', '', 'x'])
+  })
 })

@@ -57,7 +57,6 @@ export class MountTable {
   // A Set keeps insertion (mount) order and deletes in O(1).
   readonly #mounts = new Set<Mount>()
   readonly #covers = new Map<Mount, Map<Inode, Mount>>()
-  readonly #mountpoints = new Map<Inode, number>()
   #nextId = 1
 
   constructor(rootFs: Filesystem, source: string) {
@@ -134,7 +133,7 @@ export class MountTable {
       let covers = this.#covers.get(mount.parent)
       if (!covers) this.#covers.set(mount.parent, (covers = new Map()))
       covers.set(mount.mountpoint, mount)
-      this.#mountpoints.set(mount.mountpoint, (this.#mountpoints.get(mount.mountpoint) ?? 0) + 1)
+      mount.mountpoint.mountsOver++
     }
     return mount
   }
@@ -147,14 +146,12 @@ export class MountTable {
     this.#covers.delete(mount)
     if (!mount.parent || !mount.mountpoint) return
     this.#covers.get(mount.parent)?.delete(mount.mountpoint)
-    const count = (this.#mountpoints.get(mount.mountpoint) ?? 1) - 1
-    if (count > 0) this.#mountpoints.set(mount.mountpoint, count)
-    else this.#mountpoints.delete(mount.mountpoint)
+    mount.mountpoint.mountsOver--
   }
 
   /** The mount on top of `node` as seen through `mount`, if any. */
   covering(mount: Mount, node: Inode): Mount | undefined {
-    return this.#covers.get(mount)?.get(node)
+    return node.mountsOver === 0 ? undefined : this.#covers.get(mount)?.get(node)
   }
 
   /** The mounts whose parent is `mount`. */
@@ -164,7 +161,7 @@ export class MountTable {
 
   /** True when some mount covers `node` (through any view of its filesystem). */
   isMountpoint(node: Inode): boolean {
-    return this.#mountpoints.has(node)
+    return node.mountsOver > 0
   }
 
   // Targets by mount, valid while no populated directory moved: listing the table is O(mounts), not

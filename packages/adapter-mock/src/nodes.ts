@@ -28,6 +28,13 @@ interface NodeBase {
    * collector would have to walk on every major collection.
    */
   isMountRoot: boolean
+  /**
+   * How many mounts have this node as their mount point (through any view of its filesystem),
+   * kept by the mount table. Path resolution asks at every component whether a mount covers it;
+   * a field read on the node it already holds answers "no" without a probe of the table's map of
+   * every mount point, which a node's worth of tmpfs volumes makes large and cold.
+   */
+  mountsOver: number
 }
 
 /** A directory. */
@@ -38,6 +45,13 @@ export interface DirNode extends NodeBase {
    * never had an entry shares {@link noChildren}, and gets a map of its own on its first link.
    */
   children: ReadonlyMap<string, Inode>
+  /**
+   * The entry path resolution found here last (null: none), linked as `hintName`: taken when a
+   * path holds that name again, without cutting the name out of the path and hashing it. Set by
+   * the walk; cleared by the filesystem's `unlink` when that entry goes, so it is always linked.
+   */
+  hintChild: Inode | null
+  hintName: string
 }
 
 /**
@@ -46,6 +60,13 @@ export interface DirNode extends NodeBase {
  * a few hundred bytes each for nothing.
  */
 export const noChildren: ReadonlyMap<string, Inode> = new Map()
+
+/**
+ * The data of every empty file (the emptyDir ready markers, a file cut to nothing). Data is never
+ * written in place, only replaced, so one array serves them all: a zero-length array of its own is
+ * two objects (the array and its buffer) of nearly 200 bytes.
+ */
+export const noBytes: Uint8Array = new Uint8Array(0)
 
 /** A regular file. */
 export interface FileNode extends NodeBase {

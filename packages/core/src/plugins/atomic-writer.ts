@@ -82,14 +82,14 @@ export async function writeAtomically(host: Host, targetDir: string, payload: Pa
   const files = cleanPayload(payload)
   const logger = options.logger ?? silentLogger
   const current = await currentDataDir(host, targetDir, logger)
-  await removeLeftovers(host, targetDir, current, logger)
+  const listed = await removeLeftovers(host, targetDir, current, logger)
   const expected = { fsGroup: options.fsGroup, groupBits: (options.readOnly ?? true) ? 0o440 : 0o660 }
   if (current !== null && (await holdsPayload(host, joinPath(targetDir, current), files, expected))) {
-    await syncUserVisibleLinks(host, targetDir, files)
+    await syncUserVisibleLinks(host, targetDir, files, listed)
     return { written: false, dataDir: current }
   }
   const dataDir = await writeVersion(host, targetDir, files, options, logger)
-  await syncUserVisibleLinks(host, targetDir, files)
+  await syncUserVisibleLinks(host, targetDir, files, listed)
   if (current !== null) await host.removeAll(joinPath(targetDir, current))
   return { written: true, dataDir }
 }
@@ -107,13 +107,18 @@ async function currentDataDir(host: Host, targetDir: string, logger: Logger): Pr
   return null
 }
 
-/** Removes `..data_tmp` and version directories `..data` does not point at (an interrupted write). */
-async function removeLeftovers(host: Host, targetDir: string, current: string | null, logger: Logger): Promise<void> {
-  for (const name of await host.readdir(targetDir)) {
+/**
+ * Removes `..data_tmp` and version directories `..data` does not point at (an interrupted write).
+ * Returns the names the directory held, leftovers included.
+ */
+async function removeLeftovers(host: Host, targetDir: string, current: string | null, logger: Logger): Promise<readonly string[]> {
+  const names = await host.readdir(targetDir)
+  for (const name of names) {
     if (name !== NEW_DATA_DIR_NAME && (!isTimestampDirName(name) || name === current)) continue
     logger.warn('Atomic writer removes a leftover of an interrupted write', { path: joinPath(targetDir, name) })
     await host.removeAll(joinPath(targetDir, name))
   }
+  return names
 }
 
 interface Expected {
@@ -225,19 +230,35 @@ async function createVersionDir(host: Host, targetDir: string, now: number): Pro
   }
 }
 
-/** Makes `<name> -> ..data/<name>` for each first path element; removes such links no path uses any more. */
-async function syncUserVisibleLinks(host: Host, targetDir: string, files: ReadonlyMap<string, CleanFile>): Promise<void> {
+/**
+ * Makes `<name> -> ..data/<name>` for each first path element; removes such links no path uses any
+ * more. `listed` is what the directory held when the write began: since then the writer added only
+ * names starting with `..` (its version, `..data`) and took only such names away, so a first path
+ * element not listed is missing (its link is made without a look first; should one have appeared,
+ * EEXIST, it is looked at as a listed one), and the links no path uses any more are among the
+ * listed names. The kubelet reads each link before making it, and makes none it does not find.
+ */
+async function syncUserVisibleLinks(host: Host, targetDir: string, files: ReadonlyMap<string, CleanFile>, listed: readonly string[]): Promise<void> {
   const wanted = new Set([...files.keys()].map(firstElement))
+  const present = new Set(listed)
   for (const name of wanted) {
     const path = joinPath(targetDir, name)
     const target = `${DATA_DIR_NAME}/${name}`
+    if (!present.has(name)) {
+      try {
+        await host.symlink(target, path)
+        continue
+      } catch (err) {
+        if (!isHostError(err, 'EEXIST')) throw err
+      }
+    }
     const info = await host.lstat(path)
     if (info && info.type !== 'symlink') throw new KubevolError('CorruptVolume', `cannot make user-visible path ${path}: a ${info.type} is in the way`)
     if (info && (await host.readlink(path)) === target) continue
     if (info) await host.remove(path)
     await host.symlink(target, path)
   }
-  for (const name of await host.readdir(targetDir)) {
+  for (const name of listed) {
     if (name.startsWith('..') || wanted.has(name)) continue
     const path = joinPath(targetDir, name)
     // Only links into ..data are the writer's; anything else in the directory is left alone.

@@ -79,11 +79,20 @@ export function createPluginManager(plugins: readonly VolumePlugin[], context: V
   }
   const list = [...byName.values()]
 
+  // Asked several times for every volume (populator, reconciler, executor): the one match is found
+  // without building a list of matches, which is built only for the error naming them.
   const findPluginBySpec = (spec: VolumeSpec): VolumePlugin => {
-    const matches = list.filter((p) => p.canSupport(spec))
-    if (matches.length === 0) throw new VolumeSpecError('no volume plugin matched')
-    if (matches.length > 1) throw new VolumeSpecError(`multiple volume plugins matched: ${matches.map((p) => p.name).join(',')}`)
-    return matches[0] as VolumePlugin
+    let match: VolumePlugin | undefined
+    for (const plugin of list) {
+      if (!plugin.canSupport(spec)) continue
+      if (match) {
+        const matches = list.filter((p) => p.canSupport(spec))
+        throw new VolumeSpecError(`multiple volume plugins matched: ${matches.map((p) => p.name).join(',')}`)
+      }
+      match = plugin
+    }
+    if (!match) throw new VolumeSpecError('no volume plugin matched')
+    return match
   }
 
   return {
