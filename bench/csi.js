@@ -67,11 +67,13 @@ const TRACE = process.env.KUBEVOL_BENCH_CSI_TRACE === '1'
 let traceT0 = 0
 let trace = []
 const traced = async (name, fn) => {
-  const start = performance.now() - traceT0
+  // A call begun in the round before (the journal's last note) counts from that round's start.
+  const start = performance.now()
+  const t0 = traceT0
   try {
     return await fn()
   } finally {
-    trace.push({ name, start, end: performance.now() - traceT0 })
+    trace.push({ name, start: start - t0 + (t0 - traceT0), end: performance.now() - traceT0 })
   }
 }
 const driverCalls = ['getPluginInfo', 'nodeGetInfo', 'nodeGetCapabilities', 'nodeStageVolume', 'nodeUnstageVolume', 'nodePublishVolume', 'nodeUnpublishVolume', 'nodeExpandVolume', 'nodeGetVolumeStats']
@@ -104,7 +106,8 @@ async function throughManager() {
         get(target, prop) {
           const value = Reflect.get(target, prop, target)
           if (typeof value !== 'function') return value
-          return (...args) => traced(`host.${String(prop)}`, () => value.apply(target, args))
+          const name = prop === 'appendFile' ? (args) => `host.appendFile${args[2]?.sync ? ' (synced)' : ''}` : () => `host.${String(prop)}`
+          return (...args) => traced(name(args), () => value.apply(target, args))
         },
       })
     : host
