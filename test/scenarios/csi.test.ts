@@ -283,6 +283,24 @@ describe('CSI persistent volumes', () => {
     expect(relative(w)).toEqual([STAGING, TARGET('a')].sort())
   })
 
+  it('the publish asks its capabilities while the pod\'s directory and vol_data.json are made; a failure is reported after them', async () => {
+    const w = world()
+    const h = await start(w, { csiDriver: { attachRequired: false } })
+    let asked = 0
+    const remove = w.driver.intercept(async (call, next) => {
+      if (call.method === 'NodeGetCapabilities' && ++asked === 2) throw csiError('Unavailable', 'driver restarting')
+      return next()
+    })
+    h.pods.setPod(claimPod('a'))
+    await h.advanceUntil(() => h.events.some((e) => e.reason === 'FailedMount'))
+    expect(h.events.find((e) => e.reason === 'FailedMount')?.message).toContain('MountVolume.SetUp failed')
+    expect(JSON.parse(text(await w.host.readFile(`${ROOT}/pods/a/volumes/kubernetes.io~csi/pv-data/vol_data.json`)))).toMatchObject({ driverName: DRIVER, volumeHandle: HANDLE })
+    expect(methods(w)).toEqual(['NodeStageVolume'])
+    remove()
+    await h.advanceUntil(() => relative(w).length === 2, { maxMs: 20_000 })
+    expect(w.driver.calls.map((c) => c.method)).toEqual(['NodeGetCapabilities', 'NodeStageVolume', 'NodeGetCapabilities', 'NodeGetCapabilities', 'NodePublishVolume'])
+  })
+
   it('waits for the VolumeAttachment and passes its metadata as the publish context', async () => {
     const w = world()
     const attachments = new Map<string, VolumeAttachment>()
