@@ -61,13 +61,28 @@ for (let i = 0; ; i++) {
 // The client as kubevol uses it, timing every call into the driver (NodeGetCapabilities too, which
 // the kubelet, and kubevol, ask before staging and publishing).
 let driverMs = 0
+// KUBEVOL_BENCH_CSI_TRACE=1: every host and driver call of a round trip timed from the round's
+// start, and the median timeline printed (the critical path: what waits for what).
+const TRACE = process.env.KUBEVOL_BENCH_CSI_TRACE === '1'
+let traceT0 = 0
+let trace = []
+const traced = async (name, fn) => {
+  // A call begun in the round before (the journal's last note) counts from that round's start.
+  const start = performance.now()
+  const t0 = traceT0
+  try {
+    return await fn()
+  } finally {
+    trace.push({ name, start: start - t0 + (t0 - traceT0), end: performance.now() - traceT0 })
+  }
+}
 const driverCalls = ['getPluginInfo', 'nodeGetInfo', 'nodeGetCapabilities', 'nodeStageVolume', 'nodeUnstageVolume', 'nodePublishVolume', 'nodeUnpublishVolume', 'nodeExpandVolume', 'nodeGetVolumeStats']
 const timed = Object.create(client)
 for (const method of driverCalls) {
   timed[method] = async (...args) => {
     const t0 = performance.now()
     try {
-      return await client[method](...args)
+      return await (TRACE ? traced(method, () => client[method](...args)) : client[method](...args))
     } finally {
       driverMs += performance.now() - t0
     }
@@ -85,13 +100,24 @@ async function throughManager() {
   // KUBEVOL_BENCH_CSI_SEPARATE_STEPS=1: the host without `fileSteps`, so core makes the steps as
   // separate calls (the calls before that capability): the "before" of an interleaved pair.
   if (process.env.KUBEVOL_BENCH_CSI_SEPARATE_STEPS === '1') Object.defineProperty(host, 'fileSteps', { value: undefined })
+  // Methods called on the host itself (its #private state); getters and nested members as they are.
+  const managerHost = TRACE
+    ? new Proxy(host, {
+        get(target, prop) {
+          const value = Reflect.get(target, prop, target)
+          if (typeof value !== 'function') return value
+          const name = prop === 'appendFile' ? (args) => `host.appendFile${args[2]?.sync ? ' (synced)' : ''}` : () => `host.${String(prop)}`
+          return (...args) => traced(name(args), () => value.apply(target, args))
+        },
+      })
+    : host
   const registry = createCsiDriverRegistry()
   registry.register({ name: DRIVER, driver: timed, endpoint })
   const objects = createMemoryObjectReader()
   objects.put('CSIDriver', { metadata: { name: DRIVER }, spec: { attachRequired: false, podInfoOnMount: false, volumeLifecycleModes: ['Persistent'] } })
   const pods = createMemoryPodSource()
   const manager = createVolumeManager({
-    host,
+    host: managerHost,
     plugins: [createCsiPlugin({ drivers: registry })],
     podSource: pods,
     objects,
@@ -120,18 +146,37 @@ async function throughManager() {
     const driverBefore = driverMs
     const done = new Promise((resolve) => unstaged.set(`vol-${i}`, resolve))
     const t0 = performance.now()
+    traceT0 = t0
+    trace = []
     pods.setPod(pod)
     await manager.waitForAttachAndMount(pod, { timeoutMs: 60_000 })
     pods.deletePod(pod.metadata.uid)
     await manager.waitForUnmount(pod, { timeoutMs: 60_000 })
     await done
     const ms = performance.now() - t0
-    if (i >= WARMUP) rounds.push({ ms, driverMs: driverMs - driverBefore })
+    if (i >= WARMUP) rounds.push({ ms, driverMs: driverMs - driverBefore, trace })
   }
+  if (TRACE) printTimeline(rounds)
   stop.abort()
   await running
   host.close()
   return rounds
+}
+
+/** The median start and end of each call, in the order the calls began, over the rounds whose calls match the first's. */
+function printTimeline(rounds) {
+  const shape = (r) => [...r.trace].sort((a, b) => a.start - b.start).map((e) => e.name)
+  const first = shape(rounds[0]).join()
+  const same = rounds.filter((r) => shape(r).join() === first)
+  const sorted = same.map((r) => [...r.trace].sort((a, b) => a.start - b.start))
+  const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
+  console.log(`timeline of ${same.length} of ${rounds.length} round trips (ms from the pod's arrival; median start → end):`)
+  sorted[0].forEach((e, i) => {
+    const start = median(sorted.map((s) => s[i].start))
+    const end = median(sorted.map((s) => s[i].end))
+    console.log(`  ${start.toFixed(2).padStart(7)} → ${end.toFixed(2).padStart(7)}  ${e.name}`)
+  })
+  console.log(`  round trip median ${median(same.map((r) => r.ms)).toFixed(2)} ms`)
 }
 
 // `dial`: the client for each call. The shared client keeps its channel; a fresh client per call
@@ -175,6 +220,8 @@ try {
   const inDriver = rounds.reduce((s, r) => s + r.driverMs, 0)
   const kubevolMs = managed.totalMs - inDriver
   const share = kubevolMs / managed.totalMs
+  // Per round trip, its median: the share above is a sum, which a few slow rounds on a busy machine move.
+  const kubevolPerRound = summary(rounds.map((r) => r.ms - r.driverMs))
   const ratio = managed.medianMs / raw.medianMs
   const md = [
     '## CSI round trips (real kernel, reference driver over gRPC)',
@@ -192,6 +239,7 @@ try {
     `| the same four calls, a new connection for each (the kubelet's way), median (p99) | ${perCall.medianMs.toFixed(2)} ms (${perCall.p99Ms.toFixed(2)} ms) |`,
     `| time in the driver's gRPC calls (NodeGetCapabilities included), of all round-trip time | ${((1 - share) * 100).toFixed(1)} % |`,
     `| kubevol's share (everything else: populator, reconciler, journal, directories, vol_data.json, checks) | ${(share * 100).toFixed(1)} % (${(kubevolMs / rounds.length).toFixed(2)} ms per round trip) |`,
+    `| kubevol's part of a round trip (the round trip minus its driver calls), median (p99) | ${kubevolPerRound.medianMs.toFixed(2)} ms (${kubevolPerRound.p99Ms.toFixed(2)} ms) |`,
     `| target (issue 23): kubevol's share ≤ ${TARGET_SHARE * 100} % | ${share <= TARGET_SHARE ? 'met' : 'not met'} |`,
     '',
     `Load average at the end: ${os.loadavg().map((l) => l.toFixed(2)).join(', ')}.`,
@@ -199,7 +247,7 @@ try {
   ]
   console.log(md.join('\n'))
   // KUBEVOL_BENCH_DRY=1 (trial and before/after runs) prints the table and writes nothing.
-  if (!process.env.KUBEVOL_BENCH_DRY) await writeResult('csi', { benchmark: 'csi', rounds: ROUNDS, raw, perCall, managed, driverMs: inDriver, kubevolMs, share, ratio }, md.join('\n'))
+  if (!process.env.KUBEVOL_BENCH_DRY) await writeResult('csi', { benchmark: 'csi', rounds: ROUNDS, raw, perCall, managed, driverMs: inDriver, kubevolMs, kubevolPerRound, share, ratio }, md.join('\n'))
 } finally {
   client.close?.()
   driver.kill()

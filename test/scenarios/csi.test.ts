@@ -233,6 +233,74 @@ describe('CSI persistent volumes', () => {
     expect(relative(w)).toEqual([STAGING, TARGET('a')].sort())
   })
 
+  // The kubelet's MountDevice asks NodeGetCapabilities before NodeStage; kubevol asks it while the
+  // device's intent is made durable. NodeStage, the directory and vol_data.json wait for the intent.
+  it('asks NodeGetCapabilities while the device intent is synced; stages, and makes its directory, only once the intent is durable', async () => {
+    const w = world()
+    const h = await start(w, { csiDriver: { attachRequired: false } })
+    let durable = (): void => {}
+    const synced = new Promise<void>((resolve) => {
+      durable = resolve
+    })
+    const hold = w.host.intercept(async (call, next) => {
+      const options = call.args[2] as { sync?: boolean } | undefined
+      if (call.method === 'appendFile' && call.path === `${ROOT}/journal/volumes.log` && options?.sync) await synced
+      return next()
+    })
+    h.pods.setPod(claimPod('a'))
+    try {
+      // A sync that does not finish: the capabilities query only, however long it takes.
+      await h.advanceUntil(() => false, { maxMs: 150_000, step: 1_000 })
+      expect(w.driver.calls.map((c) => c.method)).toEqual(['NodeGetCapabilities'])
+      expect(w.host.exists(`${ROOT}/plugins/kubernetes.io/csi/${DRIVER}/${sha256Hex(HANDLE)}`)).toBe(false)
+      expect(relative(w)).toEqual([])
+    } finally {
+      // Released whatever happens, so a failing test can stop its manager.
+      hold()
+      durable()
+    }
+    await h.advanceUntil(() => relative(w).length === 2, { maxMs: 20_000 })
+    expect(relative(w)).toEqual([STAGING, TARGET('a')].sort())
+    // The driver sees the kubelet's sequence: capabilities before the stage and before the publish.
+    expect(w.driver.calls.map((c) => c.method)).toEqual(['NodeGetCapabilities', 'NodeStageVolume', 'NodeGetCapabilities', 'NodePublishVolume'])
+  })
+
+  it('a capabilities query that fails is reported after the staging directory and vol_data.json are made, as before', async () => {
+    const w = world()
+    const h = await start(w, { csiDriver: { attachRequired: false } })
+    const remove = w.driver.intercept(async (call, next) => {
+      if (call.method === 'NodeGetCapabilities') throw csiError('Unavailable', 'driver restarting')
+      return next()
+    })
+    h.pods.setPod(claimPod('a'))
+    await h.advanceUntil(() => h.events.some((e) => e.reason === 'FailedMount'))
+    expect(h.events.find((e) => e.reason === 'FailedMount')?.message).toContain('MountVolume.MountDevice failed')
+    expect(h.events.find((e) => e.reason === 'FailedMount')?.message).toContain('code = Unavailable desc = driver restarting')
+    expect(JSON.parse(text(await w.host.readFile(`${ROOT}/${STAGING.replace('/globalmount', '')}/vol_data.json`)))).toEqual({ driverName: DRIVER, volumeHandle: HANDLE })
+    expect(methods(w)).toEqual([])
+    remove()
+    await h.advanceUntil(() => relative(w).length === 2, { maxMs: 20_000 })
+    expect(relative(w)).toEqual([STAGING, TARGET('a')].sort())
+  })
+
+  it('the publish asks its capabilities while the pod\'s directory and vol_data.json are made; a failure is reported after them', async () => {
+    const w = world()
+    const h = await start(w, { csiDriver: { attachRequired: false } })
+    let asked = 0
+    const remove = w.driver.intercept(async (call, next) => {
+      if (call.method === 'NodeGetCapabilities' && ++asked === 2) throw csiError('Unavailable', 'driver restarting')
+      return next()
+    })
+    h.pods.setPod(claimPod('a'))
+    await h.advanceUntil(() => h.events.some((e) => e.reason === 'FailedMount'))
+    expect(h.events.find((e) => e.reason === 'FailedMount')?.message).toContain('MountVolume.SetUp failed')
+    expect(JSON.parse(text(await w.host.readFile(`${ROOT}/pods/a/volumes/kubernetes.io~csi/pv-data/vol_data.json`)))).toMatchObject({ driverName: DRIVER, volumeHandle: HANDLE })
+    expect(methods(w)).toEqual(['NodeStageVolume'])
+    remove()
+    await h.advanceUntil(() => relative(w).length === 2, { maxMs: 20_000 })
+    expect(w.driver.calls.map((c) => c.method)).toEqual(['NodeGetCapabilities', 'NodeStageVolume', 'NodeGetCapabilities', 'NodeGetCapabilities', 'NodePublishVolume'])
+  })
+
   it('waits for the VolumeAttachment and passes its metadata as the publish context', async () => {
     const w = world()
     const attachments = new Map<string, VolumeAttachment>()

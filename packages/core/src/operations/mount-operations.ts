@@ -188,9 +188,13 @@ async function mountDeviceIfNeeded(
   // leaves an intent reconstruction finds nothing behind, which it cleans up).
   const deviceIntent = ctx.journal?.record({ kind: 'device', volume: vtm.volumeName, spec, devicePath, path: deviceMountPath })
   const podIntent = setupIntent ? ctx.journal?.record(setupRecord(vtm)) : undefined
+  const args = { fsGroup, seLinuxLabel: vtm.seLinuxLabel }
+  // A plugin's queries that change nothing (CSI's NodeGetCapabilities) start while the intents are
+  // made durable, the device's sync being the longest wait of the step; every change waits for them.
+  const mountDevice = deviceMount.prepareMountDevice?.(spec, devicePath, deviceMountPath, args) ?? (() => deviceMount.mountDevice(spec, devicePath, deviceMountPath, args))
   await Promise.all([deviceIntent, podIntent])
   try {
-    await deviceMount.mountDevice(spec, devicePath, deviceMountPath, { fsGroup, seLinuxLabel: vtm.seLinuxLabel })
+    await mountDevice()
   } catch (err) {
     // The set-up intent stays: an earlier attempt may have set the volume up, and only a
     // tear-down may say it is gone.

@@ -96,6 +96,14 @@ export interface DeviceMountCapability {
   canDeviceMount(spec: VolumeSpec): boolean
   getDeviceMountPath(spec: VolumeSpec): string
   mountDevice(spec: VolumeSpec, devicePath: string, deviceMountPath: string, args: DeviceMounterArgs): Promise<void>
+  /**
+   * Optional: {@link mountDevice} in two parts, for a plugin whose device step begins with a query
+   * that changes nothing (CSI's NodeGetCapabilities). Called before the device's intent is durable,
+   * it may start only such queries, never a change on the node or in a driver, and does not throw;
+   * the step it returns is run once the intent is durable (never, when the intent fails) and does
+   * everything else, with mountDevice's results and errors. Without it, mountDevice runs after the intent.
+   */
+  prepareMountDevice?(spec: VolumeSpec, devicePath: string, deviceMountPath: string, args: DeviceMounterArgs): () => Promise<void>
   unmountDevice(deviceMountPath: string): Promise<void>
   /** Mount points other than `deviceMountPath` that mount the same device. */
   getDeviceMountRefs(deviceMountPath: string): Promise<readonly string[]>

@@ -9,7 +9,7 @@ import { mountReferences } from '../util/cleanup-mount-point.js'
 import { blockPaths } from './block.js'
 import { csiSourceOf } from './requests.js'
 import { type CsiRuntime, stagingPath } from './runtime.js'
-import { stageVolume, unstageVolume } from './stage.js'
+import { prepareStageVolume, stageVolume, unstageVolume } from './stage.js'
 
 /** The staging path is `<driver>/<sha256(handle)>/globalmount` for file systems, `volumeDevices/staging/<spec>` for raw block. */
 export function createCsiDeviceMounter(rt: CsiRuntime, canDeviceMount: (spec: VolumeSpec) => boolean): DeviceMountCapability {
@@ -22,6 +22,7 @@ export function createCsiDeviceMounter(rt: CsiRuntime, canDeviceMount: (spec: Vo
       return stagingPath(rt, source.driver, source.volumeHandle)
     },
     mountDevice: (spec, _devicePath, deviceMountPath, args) => stageVolume(rt, spec, deviceMountPath, args),
+    prepareMountDevice: (spec, _devicePath, deviceMountPath, args) => prepareStageVolume(rt, spec, deviceMountPath, args),
     unmountDevice: (deviceMountPath) => unstageVolume(rt, deviceMountPath),
     getDeviceMountRefs: (deviceMountPath) => mountReferences(rt.context().host, deviceMountPath),
   }

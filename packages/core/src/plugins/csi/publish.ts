@@ -39,6 +39,10 @@ export async function publishVolume(rt: CsiRuntime, spec: VolumeSpec, pod: Pod, 
   }
   const volumeHandle = source.ephemeral ? ephemeralVolumeHandle(podUID, spec.name) : source.volumeHandle
   const attachRequired = !source.ephemeral && object?.spec?.attachRequired !== false
+  // Changes nothing, so asked while the directory and vol_data.json are made; a failure is still
+  // reported after them, as before.
+  const asked = capabilitiesOf(rt, source.driver)
+  asked.catch(() => undefined)
   await makeDirWithVolData(host, dir, dir, {
     specVolID: spec.name,
     volumeHandle,
@@ -49,7 +53,7 @@ export async function publishVolume(rt: CsiRuntime, spec: VolumeSpec, pod: Pod, 
     ...(args.seLinuxLabel ? { seLinuxMountContext: args.seLinuxLabel } : {}),
   })
   // Before the call: failures here changed nothing on the node and are final as they are.
-  const capabilities = await capabilitiesOf(rt, source.driver)
+  const capabilities = await asked
   const staged = !source.ephemeral && capabilities.includes('STAGE_UNSTAGE_VOLUME')
   const publishContext = attachRequired ? { ...((await waitForVolumeAttachment(rt, source.driver, volumeHandle, rt.timeoutMs)).status?.attachmentMetadata ?? {}) } : {}
   const volumeContext: Record<string, string> = { ...source.volumeAttributes }

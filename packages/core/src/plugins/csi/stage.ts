@@ -8,6 +8,7 @@ import type { DeviceMounterArgs } from '../plugin.js'
 import { removeUnmounted } from '../util/remove-unmounted.js'
 import { waitForVolumeAttachment } from './attachment.js'
 import { classifyCsiError, csiStepError, isFinalCsiError } from './csi-error.js'
+import type { CsiNodeCapability } from './csi-driver.js'
 import { accessModeOf, csiSourceOf, readSecrets } from './requests.js'
 import { type CsiRuntime, call, capabilitiesOf, driverObject, driverOf } from './runtime.js'
 import { loadVolData, removeVolData, makeDirWithVolData, VOL_DATA_FILE } from './vol-data.js'
@@ -33,11 +34,35 @@ export async function removeVolumeDirs(rt: CsiRuntime, mountDir: string, dataDir
 }
 
 /**
+ * {@link stageVolume} in two parts (`prepareMountDevice`): NodeGetCapabilities, which changes
+ * nothing, is asked at once, while the operation makes the device's intent durable; the step
+ * returned stages with its answer. The driver sees the kubelet's calls in the kubelet's order; the
+ * capabilities query only starts before the staging directory and vol_data.json are made, and a
+ * failed one is reported after them, as before. A driver not registered yet is asked in the step.
+ */
+export function prepareStageVolume(rt: CsiRuntime, spec: VolumeSpec, deviceMountPath: string, args: DeviceMounterArgs): () => Promise<void> {
+  const source = csiSourceOf(spec)
+  let capabilities: Promise<readonly CsiNodeCapability[]> | undefined
+  if (source && !source.ephemeral && rt.registry.get(source.driver)) {
+    capabilities = capabilitiesOf(rt, source.driver)
+    // Looked at only by the step, which may never run (the intent failed).
+    capabilities.catch(() => undefined)
+  }
+  return () => stageVolume(rt, spec, deviceMountPath, args, capabilities)
+}
+
+/**
  * Creates the staging directory and its vol_data.json (always: UnmountDevice needs it), then
  * stages when the driver has STAGE_UNSTAGE_VOLUME. A final failure removes both; an uncertain one
- * keeps them and reports uncertain progress.
+ * keeps them and reports uncertain progress. `asked`: the driver's capabilities, already asked.
  */
-export async function stageVolume(rt: CsiRuntime, spec: VolumeSpec, deviceMountPath: string, args: DeviceMounterArgs): Promise<void> {
+export async function stageVolume(
+  rt: CsiRuntime,
+  spec: VolumeSpec,
+  deviceMountPath: string,
+  args: DeviceMounterArgs,
+  asked?: Promise<readonly CsiNodeCapability[]>,
+): Promise<void> {
   const source = csiSourceOf(spec)
   if (!source || source.ephemeral) throw new Error(`volume ${spec.name} is not a CSI persistent volume`)
   const context = rt.context()
@@ -51,7 +76,7 @@ export async function stageVolume(rt: CsiRuntime, spec: VolumeSpec, deviceMountP
     await removeMountDir(rt, dataDir).catch(() => undefined)
   }
   // Before the call: failures here changed nothing on the node and are final as they are.
-  const capabilities = await capabilitiesOf(rt, source.driver)
+  const capabilities = await (asked ?? capabilitiesOf(rt, source.driver))
   if (!capabilities.includes('STAGE_UNSTAGE_VOLUME')) return
   const object = await driverObject(rt, source.driver)
   let publishContext: Record<string, string> = {}
