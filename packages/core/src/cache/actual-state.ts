@@ -612,6 +612,19 @@ export class ActualStateOfWorld {
     return this.#podViews(podName, true)
   }
 
+  /**
+   * True when `test` holds for some mounted entry of the pod, given its volume and its outer name
+   * (as {@link getMountedVolumesForPod} reports them), without building the views: a waiter asks
+   * after every change to its pod.
+   */
+  someMountedVolumeOfPod(podName: UniquePodName, test: (volumeName: UniqueVolumeName, outerVolumeSpecName: string) => boolean): boolean {
+    for (const name of this.#podVolumes.get(podName) ?? []) {
+      const pod = this.#volumes.get(name)?.pods.get(podName)
+      if (pod?.state === 'mounted' && test(name, pod.outerVolumeSpecName)) return true
+    }
+    return false
+  }
+
   getPossiblyMountedVolumesForPod(podName: UniquePodName): MountedVolume[] {
     return this.#podViews(podName, false)
   }

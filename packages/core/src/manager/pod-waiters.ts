@@ -170,14 +170,15 @@ export class PodWaiters {
     if (expected.length === 0) return true
     const { dsw, asw } = this.#o
     const names = dsw.getVolumeNamesForPod(podName)
-    let undesired: Set<string> | undefined
+    let desired: Set<UniqueVolumeName> | undefined
+    const undesiredNamed = (outer: string): boolean =>
+      asw.someMountedVolumeOfPod(podName, (volumeName, outerName) => outerName === outer && !(desired ??= new Set(names.values())).has(volumeName))
     for (const outer of expected) {
       const volumeName = names.get(outer)
       if (volumeName !== undefined && asw.getVolumeMountState(volumeName, podName) === 'mounted') continue
       // Not mounted under the desired volume; a mounted volume the desired state does not list for
       // the pod still counts under its own outer name, as getMountedVolumesForPod reports it.
-      undesired ??= this.#mountedOuterNamesNotDesired(podName, names)
-      if (!undesired.has(outer)) return false
+      if (!undesiredNamed(outer)) return false
     }
     return true
   }
@@ -188,16 +189,6 @@ export class PodWaiters {
     if (expected.length === 0) return []
     const mounted = this.mountedVolumesForPod(podName)
     return expected.filter((name) => !mounted.has(name))
-  }
-
-  /** The outer names of the pod's mounted volumes that `desired` (outer name → volume) does not list. */
-  #mountedOuterNamesNotDesired(podName: UniquePodName, desired: ReadonlyMap<string, UniqueVolumeName>): Set<string> {
-    const result = new Set<string>()
-    const mounted = this.#o.asw.getMountedVolumesForPod(podName)
-    if (mounted.length === 0) return result
-    const desiredVolumes = new Set(desired.values())
-    for (const mv of mounted) if (!desiredVolumes.has(mv.volumeName)) result.add(mv.outerVolumeSpecName)
-    return result
   }
 
   #podErrorsOrNull(podName: UniquePodName): string | null {
