@@ -55,6 +55,21 @@ describe('DesiredStateOfWorld', () => {
     expect([...dsw.getVolumeNamesForPod('a').keys()].sort()).toEqual(['one', 'two'])
   })
 
+  it('answers one outer name as the map of the pod answers it', () => {
+    const { dsw } = setup({ attachable: true })
+    const pod = buildPod({ uid: 'a' })
+    // Two names of one volume, a volume of its own, and the same outer name on two volumes (the map keeps the last).
+    dsw.addPodToVolume({ podName: 'a', pod, spec: specFromVolume(fakeVolume('x', 'disk')), outerVolumeSpecName: 'one' })
+    dsw.addPodToVolume({ podName: 'a', pod, spec: specFromVolume(fakeVolume('x', 'disk')), outerVolumeSpecName: 'two' })
+    dsw.addPodToVolume({ podName: 'a', pod, spec: specFromVolume(fakeVolume('y', 'other')), outerVolumeSpecName: 'three' })
+    dsw.addPodToVolume({ podName: 'a', pod, spec: specFromVolume(fakeVolume('z', 'third')), outerVolumeSpecName: 'one' })
+    dsw.addPodToVolume({ podName: 'b', pod: buildPod({ uid: 'b' }), spec: specFromVolume(fakeVolume('w', 'fourth')), outerVolumeSpecName: 'four' })
+    const map = dsw.getVolumeNamesForPod('a')
+    for (const outer of ['one', 'two', 'three', 'four', 'none']) expect(dsw.getVolumeNameForPod('a', outer), outer).toBe(map.get(outer))
+    expect(dsw.getVolumeNameForPod('a', 'one')).toBeDefined()
+    expect(dsw.getVolumeNameForPod('nobody', 'one')).toBeUndefined()
+  })
+
   it.each([
     { added: ['one'], names: ['one'] },
     { added: ['one', 'one'], names: ['one'] },

@@ -477,6 +477,20 @@ export class DesiredStateOfWorld {
     return result
   }
 
+  /**
+   * The unique volume name the pod's volume `outerName` resolves to, as {@link getVolumeNamesForPod}
+   * maps it, without building the map (a waiter asks for one name at a time).
+   */
+  getVolumeNameForPod(podName: UniquePodName, outerName: string): UniqueVolumeName | undefined {
+    let found: UniqueVolumeName | undefined
+    for (const name of this.#podVolumes.get(podName)?.names ?? []) {
+      const outerNames = this.#volumes.get(name)?.pods.get(podName)?.outerNames ?? []
+      // The last match, as the map keeps the last one set.
+      if (typeof outerNames === 'string' ? outerNames === outerName : outerNames.includes(outerName)) found = name
+    }
+    return found
+  }
+
   /** Records an error for the pod (deduplicated; dropped once more than {@link MAX_POD_ERRORS} are kept). */
   addErrorToPod(podName: UniquePodName, message: string): void {
     let errors = this.#podErrors.get(podName)

@@ -4,7 +4,7 @@ import { specFromVolume } from '../api/volume-spec.js'
 import { ActualStateOfWorld } from '../cache/actual-state.js'
 import type { DesiredStateOfWorld } from '../cache/desired-state.js'
 import { systemClock } from '../clock.js'
-import { fakeVolume } from '../testing/builders.js'
+import { buildPod, fakeVolume } from '../testing/builders.js'
 import { createFakePlugin } from '../testing/fake-plugin.js'
 import { createTestPluginManager } from '../testing/plugin-context.js'
 import { PodWaiters } from './pod-waiters.js'
@@ -47,12 +47,18 @@ describe('PodWaiters.allMounted', () => {
         asw.markVolumeAsAttached(volumeName, spec, '/dev/fake')
         asw.markVolumeAsMounted({ podName: POD, podUID: 'pod', volumeName, outerVolumeSpecName: outer, volumeGidValue: '', spec })
       }
-      const dsw = { getVolumeNamesForPod: () => new Map(desired) } as unknown as DesiredStateOfWorld
+      const dsw = { getVolumeNamesForPod: () => new Map(desired), getVolumeNameForPod: (_: UniquePodName, outer: string) => desired.get(outer) } as unknown as DesiredStateOfWorld
       const waiters = new PodWaiters({ dsw, asw, plugins, clock: systemClock, polling: false })
       const views = waiters.mountedVolumesForPod(POD)
       for (const expected of [['data'], ['logs'], ['data', 'logs']]) {
         const want = expected.every((name) => views.has(name))
-        expect(waiters.allMounted(expected, POD), JSON.stringify({ desired: [...desired], mounted: [...mounted], expected })).toBe(want)
+        const world = JSON.stringify({ desired: [...desired], mounted: [...mounted], expected })
+        expect(waiters.allMounted(expected, POD), world).toBe(want)
+        // From any index on, the first name without a mounted volume.
+        for (let from = 0; from <= expected.length; from++) {
+          const first = expected.findIndex((name, i) => i >= from && !views.has(name))
+          expect(waiters.firstUnmounted(expected, POD, from), world).toBe(first < 0 ? expected.length : first)
+        }
         if (want) mountedCount++
         checked++
       }
@@ -61,5 +67,49 @@ describe('PodWaiters.allMounted', () => {
     expect(checked).toBe(16 * 27 * 3)
     expect(mountedCount).toBeGreaterThan(100)
     expect(checked - mountedCount).toBeGreaterThan(100)
+  })
+})
+
+describe('PodWaiters.waitForAttachAndMount', () => {
+  it('resolves only on a look at every name: a volume unmounted after it was seen mounted holds the wait', async () => {
+    const plugins = createTestPluginManager([createFakePlugin({ attachable: true })])
+    const asw = new ActualStateOfWorld(plugins)
+    const names = ['a', 'b', 'c']
+    const desired = new Map(names.map((n) => [n, `kubevol.io/fake/${n}` as UniqueVolumeName]))
+    const dsw = {
+      getVolumeNamesForPod: () => new Map(desired),
+      getVolumeNameForPod: (_: UniquePodName, outer: string) => desired.get(outer),
+      popPodErrors: () => [],
+    } as unknown as DesiredStateOfWorld
+    const waiters = new PodWaiters({ dsw, asw, plugins, clock: systemClock, polling: false })
+    const pod = buildPod({ uid: 'pod', volumes: names.map((n) => fakeVolume(n, n)) })
+    const mount = (n: string): void => {
+      const spec = specFromVolume(fakeVolume(n, n))
+      const volumeName = desired.get(n) as UniqueVolumeName
+      if (!asw.volumeExists(volumeName)) asw.markVolumeAsAttached(volumeName, spec, '/dev/fake')
+      asw.markVolumeAsMounted({ podName: POD, podUID: 'pod', volumeName, outerVolumeSpecName: n, volumeGidValue: '', spec })
+    }
+    let resolved = false
+    const waiting = waiters.waitForAttachAndMount(pod, POD, { timeoutMs: 60_000 }).then(() => {
+      resolved = true
+    })
+    const changed = async (): Promise<void> => {
+      waiters.podChanged(POD)
+      for (let i = 0; i < 5; i++) await Promise.resolve()
+    }
+    mount('a')
+    await changed()
+    mount('b')
+    await changed()
+    expect(resolved).toBe(false)
+    // 'a' goes away after the waiter saw it; 'c' comes: the waiter has looked past 'a' and 'b'.
+    asw.markVolumeAsUnmounted(POD, desired.get('a') as UniqueVolumeName)
+    mount('c')
+    await changed()
+    expect(resolved).toBe(false)
+    mount('a')
+    await changed()
+    await waiting
+    expect(resolved).toBe(true)
   })
 })

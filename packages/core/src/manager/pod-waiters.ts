@@ -91,10 +91,19 @@ export class PodWaiters {
     const { dsw, asw } = this.#o
     const expected = expectedVolumeNames(pod)
     if (expected.length === 0) return
+    // The names before `next` were mounted when last looked at: a check resumes there, and the
+    // answer "all mounted" is given only by a look at every name at once.
+    let next = 0
+    const allMounted = (): boolean => {
+      next = this.firstUnmounted(expected, podName, next)
+      if (next < expected.length) return false
+      next = this.firstUnmounted(expected, podName, 0)
+      return next === expected.length
+    }
     try {
       await this.#waitFor(
         podName,
-        () => this.allMounted(expected, podName),
+        allMounted,
         (cause) => {
           const unmounted = this.unmountedVolumes(pod, podName)
           const inDsw = dsw.getVolumesToMountForPod(podName)
@@ -167,20 +176,29 @@ export class PodWaiters {
    * its pod, and a pod's volumes mount one by one.
    */
   allMounted(expected: readonly string[], podName: UniquePodName): boolean {
-    if (expected.length === 0) return true
+    return this.firstUnmounted(expected, podName, 0) === expected.length
+  }
+
+  /**
+   * The index of the first name in `expected` from `from` on that has no mounted volume (as
+   * {@link unmountedVolumes} decides it), or `expected.length`.
+   */
+  firstUnmounted(expected: readonly string[], podName: UniquePodName, from: number): number {
     const { dsw, asw } = this.#o
-    const names = dsw.getVolumeNamesForPod(podName)
     let desired: Set<UniqueVolumeName> | undefined
-    const undesiredNamed = (outer: string): boolean =>
-      asw.someMountedVolumeOfPod(podName, (volumeName, outerName) => outerName === outer && !(desired ??= new Set(names.values())).has(volumeName))
-    for (const outer of expected) {
-      const volumeName = names.get(outer)
+    for (let i = from; i < expected.length; i++) {
+      const outer = expected[i] as string
+      const volumeName = dsw.getVolumeNameForPod(podName, outer)
       if (volumeName !== undefined && asw.getVolumeMountState(volumeName, podName) === 'mounted') continue
       // Not mounted under the desired volume; a mounted volume the desired state does not list for
       // the pod still counts under its own outer name, as getMountedVolumesForPod reports it.
-      if (!undesiredNamed(outer)) return false
+      const undesired = asw.someMountedVolumeOfPod(
+        podName,
+        (name, outerName) => outerName === outer && !(desired ??= new Set(dsw.getVolumeNamesForPod(podName).values())).has(name),
+      )
+      if (!undesired) return i
     }
-    return true
+    return expected.length
   }
 
   /** The names the pod's containers use that have no mounted volume. */
