@@ -85,7 +85,6 @@ function toIoStep(step: FileStep): IoStep {
   }
 }
 
-
 /**
  * The Host port on Linux. Create it with {@link createLinuxHost}. Needs root (CAP_SYS_ADMIN) for
  * mounts and loop devices; file calls work for any user within their permissions.

@@ -91,18 +91,19 @@ export function describeChainProblem(problem: ChainProblem): string {
   return `${problem.path} is a ${problem.found}, not a directory`
 }
 
-/** The checks asked since the microtask queue last drained, by host and levels (see {@link checkOnceThisRun}). */
+/** The checks of the current run of microtasks, by host and levels (see {@link checkOnceThisRun}). */
 let checksThisRun: WeakMap<Host, Map<string, Promise<ChainProblem | null>>> | undefined
 
 /**
- * The check of `ref`'s levels, shared with one asked for the same levels on the same host since the
- * microtask queue last drained. The volumes of a pod torn down together (started in one reconcile
- * pass, or as their operations end in one burst of answers) ask the same seven levels; they share
- * one answer, as a host that batches the calls of one turn (the Linux host) already shares the
- * system calls. Each volume's answer is the one its own calls would have had: such a host makes the
- * calls after the microtasks either way, and meanwhile kubevol itself can only make or remove
- * directories at these levels (never a link or a file), which changes no answer. Once the queue has
- * drained, checks are asked anew.
+ * The check of `ref`'s levels, shared with one asked for the same levels on the same host in the
+ * same run of microtasks: the memo is dropped by a microtask queued when its first check is asked,
+ * so it holds the checks asked before the microtasks already waiting then have run. The volumes of a
+ * pod torn down together (started in one reconcile pass, or as their operations end in one burst of
+ * answers) ask the same seven levels; they share one answer, as a host that batches the calls of
+ * one turn (the Linux host) already shares the system calls. Each volume's answer is the one its own
+ * calls would have had: such a host makes the calls after the microtasks either way, and meanwhile
+ * kubevol itself can only make or remove directories at these levels (never a link or a file), which
+ * changes no answer. After that microtask, checks are asked anew.
  */
 function checkOnceThisRun(host: Host, paths: Paths, ref: PodVolumeRef): Promise<ChainProblem | null> {
   if (!checksThisRun) {
