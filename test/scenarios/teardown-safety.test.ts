@@ -148,6 +148,57 @@ describe('symlinks in the pods directory', () => {
   })
 })
 
+describe("a memory emptyDir's tear-down", () => {
+  const DIR = `${ROOT}/pods/a/volumes/kubernetes.io~empty-dir/cache`
+  const pod = buildPod({ uid: 'a', volumes: [{ name: 'cache', emptyDir: { medium: 'Memory' } }] })
+  /** The tear-down's calls about the volume's directory, by method. */
+  function callsAbout(host: ReturnType<typeof createMemoryHost>, path: string): string[] {
+    const seen: string[] = []
+    host.intercept((call, next) => {
+      if (call.path === path || (call.method === 'removeUnmounted' && (call.args[0] as string[]).includes(path))) seen.push(call.method)
+      return next()
+    })
+    return seen
+  }
+
+  it('unmounts the tmpfs its removal found, without a second mount-point check', async () => {
+    const host = createMemoryHost({ clock: createFakeClock() })
+    const h = start(host)
+    await h.addPodAndWait(pod)
+    expect(host.mountTargets()).toContain(DIR)
+    const seen = callsAbout(host, DIR)
+    h.pods.deletePod('a')
+    await h.advanceUntil(() => !host.exists(DIR), { maxMs: 10_000 })
+    expect(host.mountTargets()).not.toContain(DIR)
+    expect(seen.filter((m) => m === 'isMountPoint' || m === 'lstat' || m === 'stat')).toEqual([])
+    expect(seen).toContain('unmount')
+  })
+
+  it('looks again when the tmpfs its removal found is gone by the unmount, and still removes the directory', async () => {
+    const host = createMemoryHost({ clock: createFakeClock() })
+    const h = start(host)
+    await h.addPodAndWait(pod)
+    await host.writeFile(`${DIR}/on-tmpfs`, 'x')
+    // Someone else unmounts it between the removal's refusal and the tear-down's unmount.
+    let raced = false
+    host.intercept(async (call, next) => {
+      if (call.method === 'unmount' && call.path === DIR && !raced) {
+        raced = true
+        await host.unmount(DIR)
+      }
+      return next()
+    })
+    const seen = callsAbout(host, DIR)
+    h.pods.deletePod('a')
+    await h.advanceUntil(() => !host.exists(DIR), { maxMs: 10_000 })
+    expect(host.exists(DIR)).toBe(false)
+    expect(host.mountTargets()).toEqual([])
+    // The unmount found nothing mounted (EINVAL), so the check was made after all.
+    expect(seen).toContain('isMountPoint')
+    expect(h.events.some((e) => e.type === 'Warning')).toBe(false)
+  })
+})
+
 describe('a mount whose filesystem no longer answers', () => {
   /** What a dead FUSE daemon does: looking at the mount root fails (ENOTCONN, folded onto EIO) while it is mounted. */
   function breakMount(host: ReturnType<typeof createMemoryHost>, target: string): void {

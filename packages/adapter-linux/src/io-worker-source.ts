@@ -28,8 +28,8 @@ export type IoOp =
   | readonly ['statx', path: string, flags: number, mask: number]
   /**
    * Per path in order: statx(path, flags, mask), skipped when missing; a mount root (`mountRoot` in
-   * stx_attributes) stops with EBUSY; else unlink(2), rmdir(2) when a directory, skipped when
-   * missing. → {@link RemoveUnmounted}.
+   * stx_attributes) stops with EBUSY; else rmdir(2) when statx saw a directory, unlink(2) when
+   * anything else, skipped when missing. → {@link RemoveUnmounted}.
    */
   | readonly ['removeUnmounted', paths: readonly string[], flags: number, mask: number, mountRoot: number]
   /** Each step as the call of the same name (`lstat`, `mkdir`, `mkdirp`, `writeFile`) or a stat and a chmod. → {@link FileStepsDone}. */
@@ -188,7 +188,11 @@ const calls = {
       if ((view.getUint32(56, true) & mountRoot) === 0) return [i, 0, '']
       if ((view.getUint32(8, true) & mountRoot) !== 0) return [i, EBUSY, 'statx']
       try {
-        calls.remove(paths[i])
+        // By the type statx gave (stx_mask bit 1, stx_mode at 28): one call, not an unlink(2) that
+        // fails with EISDIR first. Something else there by now fails the call (EISDIR, ENOTDIR).
+        if ((view.getUint32(0, true) & 1) === 0) calls.remove(paths[i])
+        else if ((view.getUint16(28, true) & 0o170000) === 0o040000) fs.rmdirSync(paths[i])
+        else fs.unlinkSync(paths[i])
       } catch (err) {
         if (err.code === 'ENOENT') continue
         return [i, Math.abs(err.errno), err.syscall]

@@ -156,6 +156,31 @@ describeAsRoot('linux host: mounts on the real kernel', () => {
     expect(await host.lstat(p('vol'))).toBeNull()
   })
 
+  it('removeUnmounted removes each path by the type statx saw: the link, never what it points at; a directory with something in it stops it', async () => {
+    const { host, p } = h()
+    await host.mkdir(p('target', 'inside'), { recursive: true })
+    await host.writeFile(p('target', 'inside', 'keep'), 'keep me')
+    await host.mkdir(p('vol', 'empty'), { recursive: true })
+    await host.writeFile(p('vol', 'file'), 'x')
+    await host.symlink(p('target'), p('vol', 'link-to-dir'))
+    await host.symlink(p('nowhere'), p('vol', 'dangling'))
+    execFileSync('mkfifo', [p('vol', 'fifo')])
+    await host.mkdir(p('vol', 'full'))
+    await host.writeFile(p('vol', 'full', 'left'), 'left')
+    const kinds = ['file', 'link-to-dir', 'dangling', 'fifo', 'empty'].map((name) => p('vol', name))
+    const err = await expectHostError(host.removeUnmounted([...kinds, p('vol', 'full'), p('vol')]), 'ENOTEMPTY')
+    expect([err.syscall, err.path]).toEqual(['rmdir', p('vol', 'full')])
+    for (const path of kinds) expect(await host.lstat(path)).toBeNull()
+    expect(readFileSync(p('vol', 'full', 'left'), 'utf8')).toBe('left')
+    expect(readFileSync(p('target', 'inside', 'keep'), 'utf8')).toBe('keep me')
+    // A path that is now another type than it was: still removed by its own type.
+    await host.mkdir(p('vol', 'file'))
+    await host.writeFile(p('vol', 'empty'), 'y')
+    await host.removeUnmounted([p('vol', 'file'), p('vol', 'empty')])
+    expect(await host.lstat(p('vol', 'file'))).toBeNull()
+    expect(await host.lstat(p('vol', 'empty'))).toBeNull()
+  })
+
   it('a failed mount names the call, the path and the kernel reason', async () => {
     const { host, p } = h()
     await host.mkdir(p('m'))

@@ -112,10 +112,11 @@ export async function setUpEmptyDirAt(host: Host, dir: string, tmpfsBytes: numbe
  * directory), then removes it and what it holds, never crossing into another mount. A missing `dir`
  * is done.
  */
-export async function tearDownEmptyDirAt(host: Host, dir: string): Promise<void> {
-  // One mount-point check (ENOENT: done); a broken mount is unmounted without a look. A mount
-  // still there after the unmount (stacked) makes removeAll refuse (EBUSY) before removing anything.
-  if (!(await unmountMountPoint(host, dir, { recheck: false }))) return
+export async function tearDownEmptyDirAt(host: Host, dir: string, found: { readonly mounted?: boolean } = {}): Promise<void> {
+  // One mount-point check (ENOENT: done), none when the caller's call just found one there; a
+  // broken mount is unmounted without a look. A mount still there after the unmount (stacked)
+  // makes removeAll refuse (EBUSY) before removing anything.
+  if (!(await unmountMountPoint(host, dir, { recheck: false, mounted: found.mounted === true }))) return
   await host.removeAll(dir)
 }
 
@@ -157,7 +158,9 @@ export function createEmptyDirPlugin(options: EmptyDirPluginOptions = {}): Volum
               // Stopped at the volume's directory (a tmpfs mounted there, files left in it, a
               // broken mount): the marker and its directory are gone; the long way from there.
               if (err instanceof HostError && err.path === dir) {
-                await tearDownEmptyDirAt(host, dir)
+                // EBUSY: its check found the tmpfs mounted, so it is unmounted with no second look
+                // (and looked at after all if the unmount finds nothing there).
+                await tearDownEmptyDirAt(host, dir, { mounted: err.code === 'EBUSY' })
                 return
               }
               // Stopped earlier (the fsGroup record left in the marker's directory): every step again.

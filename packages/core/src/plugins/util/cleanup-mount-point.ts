@@ -37,15 +37,20 @@ async function mountStateOf(host: Host, path: string): Promise<'missing' | 'moun
  * no longer one. Returns false when `path` does not exist. Throws, having removed nothing, when
  * it is still a mount point after the unmount (another mount stacked on it): what is below is
  * never looked into. A symlink at `path` is never followed (the unmount does not follow it).
- * `recheck: false` leaves the check after the unmount to the caller's next step.
+ * `recheck: false` leaves the check after the unmount to the caller's next step. `mounted: true`
+ * is a caller's word that its own call has just found a mount point there (a remove that refused
+ * it): the unmount is made without a check first, and the check is made after all if the unmount
+ * finds nothing mounted (EINVAL).
  */
-export async function unmountMountPoint(host: Host, path: string, options: { readonly recheck?: boolean } = {}): Promise<boolean> {
-  const state = await mountStateOf(host, path)
+export async function unmountMountPoint(host: Host, path: string, options: { readonly recheck?: boolean; readonly mounted?: boolean } = {}): Promise<boolean> {
+  const state = options.mounted ? 'mounted' : await mountStateOf(host, path)
   if (state === 'missing') return false
   if (state === 'not-mounted') return true
   try {
     await host.unmount(path)
   } catch (err) {
+    // Unmounted by someone else since the caller's call found it mounted: look now.
+    if (options.mounted && isHostError(err, 'EINVAL')) return unmountMountPoint(host, path, { ...options, mounted: false })
     // The check follows a symlink at `path`, the unmount does not: a link to a mount point is
     // not one, and it is the link that is removed.
     if (isHostError(err, 'EINVAL') && (await host.lstat(path))?.type === 'symlink') return true
