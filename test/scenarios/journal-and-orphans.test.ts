@@ -54,20 +54,27 @@ describe('the journal on a host', () => {
     await journal.record(setup)
     journal.note({ kind: 'torn-down', volume: 'p/v', pod: 'a' })
     await journal.flush()
-    // A note that waits behind a write shares the next one; an intent in it makes it synced.
+    // Records handed over in one run of code share one write; an intent in it makes it synced.
     journal.note({ kind: 'torn-down', volume: 'p/w', pod: 'a' })
     journal.note({ kind: 'device-unmounted', volume: 'p/w' })
     const intent = journal.record({ ...setup, volume: 'p/x' })
     await intent
+    // A note that waits behind a write shares the next one, synced only for an intent in it.
+    journal.note({ kind: 'torn-down', volume: 'p/x', pod: 'a' })
+    await Promise.resolve()
+    journal.note({ kind: 'device-unmounted', volume: 'p/x' })
+    const second = journal.record({ ...setup, volume: 'p/y' })
+    await second
     await journal.flush()
     expect(writes.map((w) => [w.text.match(/"kind":"([a-z-]+)"/g)?.length, w.sync])).toEqual([
       [1, true],
       [1, false],
+      [3, true],
       [1, false],
       [2, true],
     ])
     const reopened = await VolumeJournal.read({ host, path, logger: silentLogger })
-    expect([...reopened.volumes().keys()]).toEqual(['p/x'])
+    expect([...reopened.volumes().keys()]).toEqual(['p/y'])
   })
 
   it('drops a torn record written by a crash and keeps the rest', async () => {

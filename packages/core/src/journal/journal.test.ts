@@ -210,6 +210,7 @@ describe('VolumeJournal.record', () => {
     const { host, appends, release } = appendingHost()
     const journal = await VolumeJournal.open({ host, path: '/j/volumes.log', logger: silentLogger })
     const written = journal.record(setup, { sync: false })
+    await Promise.resolve()
     expect(appends).toEqual([{ text: line(setup), sync: false }])
     release()
     await written
@@ -221,6 +222,8 @@ describe('VolumeJournal.record', () => {
     const journal = await VolumeJournal.open({ host, path: '/j/volumes.log', logger: silentLogger })
     // The first write is under way; the next two wait for it and go out together.
     const first = journal.record(attached)
+    await Promise.resolve()
+    expect(appends).toHaveLength(1)
     const lazy = journal.record(setup, { sync: false })
     const durable = journal.record(device)
     release()
@@ -232,5 +235,30 @@ describe('VolumeJournal.record', () => {
     ])
     release()
     await Promise.all([lazy, durable])
+  })
+
+  it('records handed over in one run of code share one write and one sync, even with the journal idle', async () => {
+    const { host, appends, release } = appendingHost()
+    const journal = await VolumeJournal.open({ host, path: '/j/volumes.log', logger: silentLogger })
+    // A device's intent and its set-up's, as mount_device records them: one after the other.
+    const both = [journal.record(device), journal.record(setup)]
+    expect(appends).toEqual([])
+    await Promise.resolve()
+    expect(appends).toEqual([{ text: line(device) + line(setup), sync: true }])
+    release()
+    await Promise.all(both)
+    expect(journal.hasSetup('p/v', 'a')).toBe(true)
+    // flush waits for a write that has not started yet too.
+    const later = journal.record(attached)
+    let flushed = false
+    const flushing = journal.flush().then(() => {
+      flushed = true
+    })
+    await Promise.resolve()
+    await Promise.resolve()
+    expect(flushed).toBe(false)
+    release()
+    await Promise.all([later, flushing])
+    expect(appends).toHaveLength(2)
   })
 })

@@ -238,7 +238,13 @@ export class VolumeJournal {
     const batch = (this.#next ??= createBatch())
     batch.records.push(record)
     if (sync) batch.sync = true
-    if (!this.#writing) void this.#drain()
+    if (!this.#writing) {
+      // The write starts once the code that handed this record over has run to its end, so the
+      // records it hands over together share one write and one sync (a device's intent and its
+      // set-up's, recorded one after the other, used to be two fdatasyncs in a row).
+      this.#writing = true
+      this.#drained = Promise.resolve().then(() => this.#write())
+    }
     return batch.done
   }
 
@@ -263,11 +269,6 @@ export class VolumeJournal {
    */
   async flush(): Promise<void> {
     while (this.#writing) await this.#drained
-  }
-
-  #drain(): Promise<void> {
-    this.#drained = this.#write()
-    return this.#drained
   }
 
   async #write(): Promise<void> {
