@@ -301,6 +301,55 @@ describe('CSI persistent volumes', () => {
     expect(w.driver.calls.map((c) => c.method)).toEqual(['NodeGetCapabilities', 'NodeStageVolume', 'NodeGetCapabilities', 'NodeGetCapabilities', 'NodePublishVolume'])
   })
 
+  // The kubelet's UnmountDevice checks the device's mount references, then reads vol_data.json and
+  // asks NodeGetCapabilities; kubevol starts both reads alongside the check. NodeUnstage, and every
+  // removal, wait for the check.
+  it('the unstage reads vol_data.json and asks its capabilities while the mount references are checked; it unstages only once the check passed', async () => {
+    const w = world()
+    const h = await start(w, { csiDriver: { attachRequired: false } })
+    await h.addPodAndWait(claimPod('a'))
+    let checked = (): void => {}
+    const check = new Promise<void>((resolve) => {
+      checked = resolve
+    })
+    const hold = w.host.intercept(async (call, next) => {
+      if (call.method === 'mountReferences' && call.path === `${ROOT}/${STAGING}`) await check
+      return next()
+    })
+    h.pods.deletePod('a')
+    try {
+      // A check that does not finish: the capabilities query only, however long it takes.
+      await h.advanceUntil(() => false, { maxMs: 150_000, step: 1_000 })
+      expect(w.driver.calls.map((c) => c.method).slice(4)).toEqual(['NodeUnpublishVolume', 'NodeGetCapabilities'])
+      expect(relative(w)).toEqual([STAGING])
+      expect(w.host.exists(`${ROOT}/${STAGING.replace('/globalmount', '')}/vol_data.json`)).toBe(true)
+    } finally {
+      hold()
+      checked()
+    }
+    await h.advanceUntil(() => relative(w).length === 0, { maxMs: 20_000 })
+    // The driver sees the kubelet's sequence.
+    expect(w.driver.calls.map((c) => c.method).slice(4)).toEqual(['NodeUnpublishVolume', 'NodeGetCapabilities', 'NodeUnstageVolume'])
+    expect(w.host.exists(`${ROOT}/plugins/kubernetes.io/csi/${DRIVER}/${sha256Hex(HANDLE)}`)).toBe(false)
+  })
+
+  it('a staging path still mounted elsewhere is not unstaged: the reference check refuses, finally, and nothing is removed', async () => {
+    const w = world()
+    const h = await start(w, { csiDriver: { attachRequired: false } })
+    await h.addPodAndWait(claimPod('a'))
+    await w.host.mkdir('/mnt/elsewhere', { recursive: true })
+    await w.host.mount({ source: `${ROOT}/${STAGING}`, target: '/mnt/elsewhere', bind: true })
+    h.pods.deletePod('a')
+    const refused = () => h.operations.find((o) => o.name === 'unmount_device' && o.error !== undefined)
+    await h.advanceUntil(() => refused() !== undefined, { maxMs: 20_000 })
+    expect(refused()?.error).toContain(`GetDeviceMountRefs check failed for volume "pv-data"`)
+    expect(refused()?.error).toContain(`the device mount path "${ROOT}/${STAGING}" is still mounted by other references [/mnt/elsewhere]`)
+    // Its capabilities were asked alongside the check (a read); no NodeUnstage, nothing removed.
+    expect(methods(w)).toEqual(['NodeStageVolume', 'NodePublishVolume', 'NodeUnpublishVolume'])
+    expect(relative(w)).toEqual(['/mnt/elsewhere', STAGING].sort())
+    expect(w.host.exists(`${ROOT}/${STAGING.replace('/globalmount', '')}/vol_data.json`)).toBe(true)
+  })
+
   it('waits for the VolumeAttachment and passes its metadata as the publish context', async () => {
     const w = world()
     const attachments = new Map<string, VolumeAttachment>()

@@ -378,6 +378,9 @@ export function generateUnmountDevice(ctx: OperationContext, av: AttachedVolume)
         if (!errorMessage(err).includes('does not exist')) throw stepFailed('GetDeviceMountPath failed', subject, err)
         deviceMountPath = av.deviceMountPath
       }
+      // A plugin's reads that change nothing (CSI's vol_data.json and NodeGetCapabilities) start
+      // alongside the reference check; nothing changes before it passed.
+      const unmountDevice = deviceMount.prepareUnmountDevice?.(deviceMountPath) ?? (() => deviceMount.unmountDevice(deviceMountPath))
       let refs: readonly string[]
       try {
         refs = await deviceMount.getDeviceMountRefs(deviceMountPath)
@@ -394,7 +397,7 @@ export function generateUnmountDevice(ctx: OperationContext, av: AttachedVolume)
         )
       }
       try {
-        await deviceMount.unmountDevice(deviceMountPath)
+        await unmountDevice()
       } catch (err) {
         ctx.asw.markDeviceAsUncertain(av.volumeName, av.devicePath, deviceMountPath)
         throw stepFailed('UnmountDevice failed', subject, err)

@@ -9,7 +9,7 @@ import { mountReferences } from '../util/cleanup-mount-point.js'
 import { blockPaths } from './block.js'
 import { csiSourceOf } from './requests.js'
 import { type CsiRuntime, stagingPath } from './runtime.js'
-import { prepareStageVolume, stageVolume, unstageVolume } from './stage.js'
+import { prepareStageVolume, prepareUnstageVolume, stageVolume, unstageVolume } from './stage.js'
 
 /** The staging path is `<driver>/<sha256(handle)>/globalmount` for file systems, `volumeDevices/staging/<spec>` for raw block. */
 export function createCsiDeviceMounter(rt: CsiRuntime, canDeviceMount: (spec: VolumeSpec) => boolean): DeviceMountCapability {
@@ -24,6 +24,7 @@ export function createCsiDeviceMounter(rt: CsiRuntime, canDeviceMount: (spec: Vo
     mountDevice: (spec, _devicePath, deviceMountPath, args) => stageVolume(rt, spec, deviceMountPath, args),
     prepareMountDevice: (spec, _devicePath, deviceMountPath, args) => prepareStageVolume(rt, spec, deviceMountPath, args),
     unmountDevice: (deviceMountPath) => unstageVolume(rt, deviceMountPath),
+    prepareUnmountDevice: (deviceMountPath) => prepareUnstageVolume(rt, deviceMountPath),
     getDeviceMountRefs: (deviceMountPath) => mountReferences(rt.context().host, deviceMountPath),
   }
 }

@@ -11,7 +11,7 @@ import { classifyCsiError, csiStepError, isFinalCsiError } from './csi-error.js'
 import type { CsiNodeCapability } from './csi-driver.js'
 import { accessModeOf, csiSourceOf, readSecrets } from './requests.js'
 import { type CsiRuntime, call, capabilitiesOf, driverObject, driverOf } from './runtime.js'
-import { loadVolData, removeVolData, makeDirWithVolData, VOL_DATA_FILE } from './vol-data.js'
+import { type VolData, loadVolData, removeVolData, makeDirWithVolData, VOL_DATA_FILE } from './vol-data.js'
 
 /** Removes a directory (or file) unless it is a mount point; absent is fine, still mounted is an error. */
 export async function removeMountDir(rt: CsiRuntime, path: string): Promise<void> {
@@ -111,14 +111,37 @@ export async function stageVolume(
   }
 }
 
-/** Reads vol_data.json next to the staging path, unstages when the driver stages, removes both. */
-export async function unstageVolume(rt: CsiRuntime, deviceMountPath: string): Promise<void> {
+/** The reads an unstage begins with, started before the mount-reference check (see {@link prepareUnstageVolume}). */
+interface UnstageReads {
+  readonly data: Promise<VolData | null>
+  /** The driver's capabilities, asked once `data` named a registered driver; undefined otherwise. */
+  readonly capabilities: Promise<readonly CsiNodeCapability[] | undefined>
+}
+
+/**
+ * {@link unstageVolume} in two parts (`prepareUnmountDevice`): vol_data.json is read at once, and
+ * the driver it names asked for its capabilities, while the operation checks the device's mount
+ * references; the step returned unstages with those answers. Both change nothing. The driver sees
+ * the kubelet's calls in the kubelet's order (NodeUnpublishVolume has returned before this starts);
+ * only when the check refuses (other mounts still reference the device) has it been asked for its
+ * capabilities with no NodeUnstageVolume after. A failed read is reported by the step, after the check.
+ */
+export function prepareUnstageVolume(rt: CsiRuntime, deviceMountPath: string): () => Promise<void> {
+  const data = loadVolData(rt.context().host, dirname(deviceMountPath))
+  const capabilities = data.then((d) => (d && rt.registry.get(d.driverName) ? capabilitiesOf(rt, d.driverName) : undefined))
+  // Looked at only by the step, which may never run (the check refused).
+  capabilities.catch(() => undefined)
+  return () => unstageVolume(rt, deviceMountPath, { data, capabilities })
+}
+
+/** Reads vol_data.json next to the staging path, unstages when the driver stages, removes both. `reads`: already started. */
+export async function unstageVolume(rt: CsiRuntime, deviceMountPath: string, reads?: UnstageReads): Promise<void> {
   const { host } = rt.context()
   const dataDir = dirname(deviceMountPath)
-  const data = await loadVolData(host, dataDir)
+  const data = await (reads?.data ?? loadVolData(host, dataDir))
   if (data) {
     const driver = driverOf(rt, data.driverName, 'attacher.UnmountDevice failed to create newCsiDriverClient')
-    const capabilities = await capabilitiesOf(rt, data.driverName)
+    const capabilities = (await reads?.capabilities) ?? (await capabilitiesOf(rt, data.driverName))
     if (capabilities.includes('STAGE_UNSTAGE_VOLUME')) {
       try {
         await call(rt, data.driverName, '/csi.v1.Node/NodeUnstageVolume', (o) =>
