@@ -1,5 +1,5 @@
 import { createMemoryHost } from '@kubevol/adapter-mock'
-import { silentLogger } from '@kubevol/core'
+import { HostError, silentLogger } from '@kubevol/core'
 import { createBuiltinPlugins } from '@kubevol/core/plugins'
 import { VolumeJournal } from '@kubevol/core/engine'
 import { buildPod, createFakeClock, createHarness } from '@kubevol/core/testing'
@@ -75,6 +75,32 @@ describe('the journal on a host', () => {
     ])
     const reopened = await VolumeJournal.read({ host, path, logger: silentLogger })
     expect([...reopened.volumes().keys()]).toEqual(['p/y'])
+  })
+
+  it('a failed append that left part of its record behind: the records written after it are kept (the file is rewritten first)', async () => {
+    const host = createMemoryHost()
+    const path = '/j/volumes.log'
+    const journal = await VolumeJournal.open({ host, path, logger: silentLogger })
+    const append = host.appendFile.bind(host)
+    let tearNext = false
+    host.appendFile = async (file, data, options) => {
+      if (!tearNext) return append(file, data, options)
+      tearNext = false
+      // What a filesystem that fills up mid-write leaves: the first half of the line, then ENOSPC.
+      await append(file, String(data).slice(0, Math.floor(String(data).length / 2)), options)
+      throw new HostError('ENOSPC', 'write', file, 'no space left on device')
+    }
+    const setup = (volume: string) => ({ kind: 'setup', volume, pod: 'a', podUID: 'a', outerName: 'v', spec: { name: 'v', readOnly: false }, gid: '' }) as const
+    await journal.record(setup('p/before'))
+    tearNext = true
+    await expect(journal.record(setup('p/torn'))).rejects.toThrow(/ENOSPC/)
+    await journal.record(setup('p/after'))
+    journal.note({ kind: 'torn-down', volume: 'p/before', pod: 'a' })
+    await journal.flush()
+    const dropped: unknown[] = []
+    const reopened = await VolumeJournal.read({ host, path, logger: { ...silentLogger, warn: (...args: unknown[]) => dropped.push(args) } })
+    expect([...reopened.volumes().keys()]).toEqual(['p/after'])
+    expect(dropped).toEqual([])
   })
 
   it('drops a torn record written by a crash and keeps the rest', async () => {

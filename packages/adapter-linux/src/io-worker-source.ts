@@ -162,7 +162,14 @@ const calls = {
   append: (p, data, sync) => {
     const fd = fs.openSync(p, 'a', 0o600)
     try {
-      fs.writeSync(fd, data)
+      // write(2) may write less than asked (a filesystem that fills up): the rest is written
+      // until all of it is, or a call fails (ENOSPC) and the append fails, never half-done unseen.
+      const bytes = typeof data === 'string' ? Buffer.from(data) : data
+      for (let at = 0; at < bytes.length; ) {
+        const n = fs.writeSync(fd, bytes, at, bytes.length - at)
+        if (n <= 0) throw Object.assign(new Error('write wrote nothing'), { code: 'EIO', syscall: 'write' })
+        at += n
+      }
       if (sync) fs.fdatasyncSync(fd)
     } finally {
       fs.closeSync(fd)

@@ -1,5 +1,7 @@
 import { execFileSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'
+import { silentLogger } from '@kubevol/core'
+import { VolumeJournal } from '@kubevol/core/engine'
 import { expectHostError } from '@kubevol/core/testing/host-contract'
 import { expect, it } from 'vitest'
 import { describeAsRoot } from '../test/as-root.js'
@@ -179,6 +181,46 @@ describeAsRoot('linux host: mounts on the real kernel', () => {
     await host.removeUnmounted([p('vol', 'file'), p('vol', 'empty')])
     expect(await host.lstat(p('vol', 'file'))).toBeNull()
     expect(await host.lstat(p('vol', 'empty'))).toBeNull()
+  })
+
+  it('appendFile on a filesystem that fills up mid-write fails (ENOSPC) instead of leaving part of the data unseen', async () => {
+    const { host, p } = h()
+    await host.mkdir(p('small'))
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=64k', 'tmpfs', p('small')])
+    try {
+      // Room for about half of the append: write(2) writes what fits and says so, then ENOSPC.
+      await host.writeFile(p('small', 'fill'), new Uint8Array(64 * 1024 - 40 * 1024))
+      const log = p('small', 'log')
+      await expectHostError(host.appendFile(log, 'x'.repeat(80 * 1024)), 'ENOSPC')
+      // What it wrote stays (the caller decides); once there is room, an append works.
+      await host.remove(log)
+      await host.appendFile(p('small', 'other'), 'line\n')
+      expect(readFileSync(p('small', 'other'), 'utf8')).toBe('line\n')
+    } finally {
+      execFileSync('umount', [p('small')])
+    }
+  })
+
+  it('the journal on a filesystem that fills up: a failed intent costs nothing written after it', async () => {
+    const { host, p } = h()
+    await host.mkdir(p('small'))
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=64k', 'tmpfs', p('small')])
+    try {
+      const path = p('small', 'journal', 'volumes.log')
+      await host.mkdir(p('small', 'journal'))
+      const journal = await VolumeJournal.open({ host, path, logger: silentLogger })
+      const setup = (volume: string, size = 0) => ({ kind: 'setup', volume, pod: 'a', podUID: 'a', outerName: 'v'.repeat(size + 1), spec: { name: 'v', readOnly: false }, gid: '' }) as const
+      await journal.record(setup('p/before'))
+      await host.writeFile(p('small', 'fill'), new Uint8Array(64 * 1024 - 40 * 1024))
+      // An intent larger than the room left: part of it written, then ENOSPC.
+      await expect(journal.record(setup('p/too-big', 60 * 1024))).rejects.toMatchObject({ code: 'ENOSPC' })
+      await host.remove(p('small', 'fill'))
+      await journal.record(setup('p/after'))
+      const reopened = await VolumeJournal.read({ host, path, logger: silentLogger })
+      expect([...reopened.volumes().keys()].sort()).toEqual(['p/after', 'p/before'])
+    } finally {
+      execFileSync('umount', [p('small')])
+    }
   })
 
   it('a failed mount names the call, the path and the kernel reason', async () => {

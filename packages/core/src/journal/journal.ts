@@ -154,6 +154,8 @@ export class VolumeJournal {
   /** Records handed over since the last write began: the next write's batch. */
   #next: Batch | undefined
   #writing = false
+  /** The last append failed: the file may end in a fragment of it, cleared by a rewrite before the next append. */
+  #torn = false
   #drained: Promise<void> = Promise.resolve()
 
   private constructor(options: JournalOptions, records: readonly JournalRecord[]) {
@@ -280,8 +282,16 @@ export class VolumeJournal {
         const { records } = batch
         const text = encodeAll(records)
         try {
+          // A failed append may have left part of its records at the end of the file, and a reader
+          // drops a torn record with everything after it: the file is rewritten from the live
+          // records first, so nothing appended later sits behind the fragment.
+          if (this.#torn) {
+            await this.#compact()
+            this.#torn = false
+          }
           await this.#o.host.appendFile?.(this.#o.path, text, { sync: batch.sync })
         } catch (err) {
+          this.#torn = true
           batch.reject(err)
           continue
         }
