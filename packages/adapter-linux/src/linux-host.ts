@@ -510,7 +510,7 @@ export class LinuxHost implements Host {
     const planned = { ...call, flags }
     await this.#sys.call('mount', call.target, (_, ctx) => this.#io.run(['mount', planned.source, planned.target, planned.fstype, planned.flags, planned.data], ctx), {
       key,
-      detail: describeMountCall(planned),
+      detail: () => describeMountCall(planned),
     })
   }
 

@@ -11,8 +11,8 @@ import type { Libc, SysResult } from './libc.js'
 interface SysCallOptions {
   /** The filesystem the call may block on (for quarantine). @default the mount holding `path` */
   readonly key?: string
-  /** Prefix of the error detail (`mount -t tmpfs tmpfs`). */
-  readonly detail?: string
+  /** Prefix of the error detail (`mount -t tmpfs tmpfs`); a function is called only when the call fails. */
+  readonly detail?: string | (() => string)
 }
 
 /** What the host's parts use to reach the kernel. */
@@ -58,7 +58,7 @@ export function createSys(runner: CallRunner, loadLibc: () => Libc, keys: Filesy
         options.key ?? keys.keyOf(path),
         async (ctx) => {
           const { ret, errno } = await run(load(syscall, path), ctx)
-          if (ret < 0) throw errnoError(errno, syscall, path, options.detail)
+          if (ret < 0) throw errnoError(errno, syscall, path, typeof options.detail === 'function' ? options.detail() : options.detail)
           return ret
         },
         refine(path, options),
