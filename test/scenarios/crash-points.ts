@@ -7,7 +7,7 @@
 import { createMemoryHost, type MemoryHost } from '@kubevol/adapter-mock'
 import type { Pod } from '@kubevol/core'
 import { FILE_DISK_DRIVER, createBuiltinPlugins } from '@kubevol/core/plugins'
-import { buildClaim, buildPod, createFakeClock, createHarness, type FakeClock, type Harness } from '@kubevol/core/testing'
+import { buildClaim, buildPod, createFakeClock, createHarness, type FakeClock, type Harness, type HarnessOptions } from '@kubevol/core/testing'
 
 /** The host calls that change the machine: each is a crash point. */
 export const MUTATING = new Set([
@@ -41,13 +41,14 @@ export function crashWorld(): CrashWorld {
   return { clock, host }
 }
 
-/** A manager on `w` with every built-in plugin and the objects the pods name (the claim `data`, the ConfigMap `cfg`). */
-export function crashHarness(w: CrashWorld): Harness {
-  const h = createHarness({ host: w.host, clock: w.clock, plugins: createBuiltinPlugins() })
+/** A manager on `w` with every built-in plugin and the objects the pods name (the claim `data`, the ConfigMap `cfg`, the Secret `sec`). */
+export function crashHarness(w: CrashWorld, manager?: HarnessOptions['manager']): Harness {
+  const h = createHarness({ host: w.host, clock: w.clock, plugins: createBuiltinPlugins(), ...(manager ? { manager } : {}) })
   const { pvc, pv } = buildClaim({ claim: 'data', pv: 'pv-data', pvSource: { csi: { driver: FILE_DISK_DRIVER, volumeHandle: IMAGE, fsType: 'ext4' } } })
   h.objects.put('PersistentVolumeClaim', pvc)
   h.objects.put('PersistentVolume', pv)
   h.objects.put('ConfigMap', { metadata: { name: 'cfg', namespace: 'default' }, data: { k: 'v' } })
+  h.objects.put('Secret', { metadata: { name: 'sec', namespace: 'default' }, stringData: { password: 'p' } })
   return h
 }
 

@@ -1,5 +1,6 @@
 /**
- * The journal's set-up intent of an emptyDir is written with its step and not synced before it.
+ * The journal's set-up intents of emptyDir, hostPath and the atomic writer's volumes (configMap,
+ * secret, downwardAPI, projected) are written with their step and not synced before it.
  * Here every crash also loses what the journal appended since its last sync (the kernel's cache),
  * right before and right after every call that changes the machine in a pod's life, while the
  * mounts and directories stay as they were: a harder case than a power loss, which would take the
@@ -7,15 +8,16 @@
  * as in crash-restart.test.ts.
  */
 import type { Pod } from '@kubevol/core'
-import { createBuiltinPlugins } from '@kubevol/core/plugins'
-import { buildPod, createHarness } from '@kubevol/core/testing'
+import { buildPod } from '@kubevol/core/testing'
 import { describe, expect, it } from 'vitest'
 import { type CrashWorld, EVERY_KIND_POD, IMAGE, crashHarness, crashWorld, forEachCrashPoint, settle } from './crash-points.js'
 
 const ROOT = '/var/lib/kubevol'
 const JOURNAL = `${ROOT}/journal/volumes.log`
 const DATA = `${ROOT}/pods/a/volumes/kubernetes.io~empty-dir/scratch/rows`
-const EMPTY_DIRS = `${ROOT}/pods/a/volumes/kubernetes.io~empty-dir`
+const VOLUMES = `${ROOT}/pods/a/volumes`
+/** The plugins whose set-up intent is not waited for: nothing of theirs may be left once the pod is gone. */
+const PLUGIN_DIRS = ['kubernetes.io~empty-dir', 'kubernetes.io~configmap', 'kubernetes.io~secret', 'kubernetes.io~downward-api', 'kubernetes.io~projected']
 
 /** Every kind of volume (the others' intents are synced, and sync the emptyDirs' with them), and emptyDirs alone. */
 const PODS: readonly { readonly case: string; readonly pod: Pod }[] = [
@@ -23,6 +25,22 @@ const PODS: readonly { readonly case: string; readonly pod: Pod }[] = [
   {
     case: 'a pod of emptyDirs only',
     pod: buildPod({ uid: 'a', volumes: [{ name: 'shm', emptyDir: { medium: 'Memory' } }, { name: 'scratch', emptyDir: {} }] }),
+  },
+  {
+    // Every intent unsynced: what the atomic writer makes is the volume's directory, its tmpfs and
+    // the files in it.
+    case: 'a pod of configMap, secret, downwardAPI and projected volumes and an emptyDir',
+    pod: buildPod({
+      uid: 'a',
+      volumes: [
+        { name: 'cfg', configMap: { name: 'cfg' } },
+        { name: 'sec', secret: { secretName: 'sec' } },
+        { name: 'meta', downwardAPI: { items: [{ path: 'name', fieldRef: { fieldPath: 'metadata.name' } }] } },
+        { name: 'both', projected: { sources: [{ configMap: { name: 'cfg' } }, { secret: { name: 'sec' } }] } },
+        // Where the crash points write their data.
+        { name: 'scratch', emptyDir: {} },
+      ],
+    }),
   },
   {
     // Every intent unsynced: the hostPath leaves nothing to undo.
@@ -40,8 +58,8 @@ const PODS: readonly { readonly case: string; readonly pod: Pod }[] = [
 const names = (pod: Pod): string[] => (pod.spec?.volumes ?? []).map((v) => v.name)
 
 interface JournalWorld extends CrashWorld {
-  /** Drops the journal's unsynced tail; says whether an emptyDir's set-up intent was in it. */
-  crash(): Promise<{ lostSetUp: boolean }>
+  /** Drops the journal’s unsynced tail; says whether a set-up intent not waited for was in it (any, and the atomic writer’s). */
+  crash(): Promise<{ lostSetUp: boolean; lostAtomicWriterSetUp: boolean }>
 }
 
 /**
@@ -69,7 +87,7 @@ function journalWorld(): JournalWorld {
       const text = new TextDecoder().decode(await w.host.readFile(JOURNAL).catch(() => new Uint8Array()))
       const lost = text.slice(durable)
       if (lost.length > 0) await w.host.writeFile(JOURNAL, text.slice(0, durable), { mode: 0o600 })
-      return { lostSetUp: /"kind":"setup".*empty-dir/.test(lost) }
+      return { lostSetUp: /"kind":"setup".*(empty-dir|configmap|secret|downward-api|projected)/.test(lost), lostAtomicWriterSetUp: /"kind":"setup".*(configmap|secret|downward-api|projected)/.test(lost) }
     },
   }
 }
@@ -78,12 +96,15 @@ describe('crash at every step with the journal’s unsynced tail lost, then rest
   it.each(PODS)('$case: converges, leaks nothing and removes nothing mounted', async ({ pod }) => {
     const failures: string[] = []
     let lostSetUps = 0
+    let lostAtomicWriterSetUps = 0
     await forEachCrashPoint({
       world: journalWorld,
       pod,
       data: DATA,
       async restart(w, { phase, label }) {
-        if ((await w.crash()).lostSetUp) lostSetUps++
+        const lost = await w.crash()
+        if (lost.lostSetUp) lostSetUps++
+        if (lost.lostAtomicWriterSetUp) lostAtomicWriterSetUps++
         const second = crashHarness(w)
         if (phase === 'mount') second.pods.setPod(pod)
         second.start()
@@ -99,7 +120,10 @@ describe('crash at every step with the journal’s unsynced tail lost, then rest
         if (w.host.mountTargets().length > 0) failures.push(`${label}: leaked mounts ${w.host.mountTargets().join(', ')}`)
         const loops = (await w.host.loopDevices?.find(IMAGE)) ?? []
         if (loops.length > 0) failures.push(`${label}: leaked loop device ${loops.join(', ')}`)
-        if (w.host.exists(EMPTY_DIRS) && (await w.host.readdir(EMPTY_DIRS)).length > 0) failures.push(`${label}: emptyDir directories left behind`)
+        for (const plugin of PLUGIN_DIRS) {
+          const dir = `${VOLUMES}/${plugin}`
+          if (w.host.exists(dir) && (await w.host.readdir(dir)).length > 0) failures.push(`${label}: ${plugin} directories left behind`)
+        }
         if (w.host.violations.length > 0) failures.push(`${label}: ${w.host.violations.map((v) => v.message).join('; ')}`)
         await second.stop()
       },
@@ -107,19 +131,21 @@ describe('crash at every step with the journal’s unsynced tail lost, then rest
     expect(failures).toEqual([])
     // With emptyDirs alone, the case this is about happened: crashes that lost their set-up intent.
     if (!names(pod).includes('data')) expect(lostSetUps).toBeGreaterThan(0)
+    // With configMap, secret, downwardAPI and projected volumes, crashes lost their set-up intents too.
+    if (names(pod).includes('sec')) expect(lostAtomicWriterSetUps).toBeGreaterThan(0)
   }, 300_000)
 })
 
 describe('an emptyDir’s set-up intent is not waited for', () => {
-  const CONFIG = `${ROOT}/pods/b/volumes/kubernetes.io~configmap/cfg`
   const pod = buildPod({
     uid: 'b',
     volumes: [
       { name: 'scratch', emptyDir: {} },
-      { name: 'cfg', configMap: { name: 'cfg' } },
+      { name: 'data', persistentVolumeClaim: { claimName: 'data' } },
     ],
   })
   const mounted = (h: ReturnType<typeof crashHarness>): string[] => [...h.manager.getMountedVolumesForPod('b').keys()].sort()
+  const attached = async (w: ReturnType<typeof crashWorld>): Promise<readonly string[]> => (await w.host.loopDevices?.find(IMAGE)) ?? []
 
   it('counts the emptyDir mounted while the journal’s write hangs; a synced intent’s step never starts', async () => {
     const w = crashWorld()
@@ -136,13 +162,13 @@ describe('an emptyDir’s set-up intent is not waited for', () => {
     h.start()
     for (let i = 0; i < 20 && mounted(h).length === 0; i++) await w.clock.advance(100)
     expect(mounted(h)).toEqual(['scratch'])
-    // The configMap's intent waits for its sync behind the held write: its step has made nothing.
+    // The disk image's device intent waits for its sync behind the held write: its step has made nothing.
     await w.clock.advance(5_000)
     expect(mounted(h)).toEqual(['scratch'])
-    expect(await w.host.lstat(CONFIG)).toBeNull()
+    expect(await attached(w)).toEqual([])
     release?.()
     await settle(h)
-    expect(mounted(h)).toEqual(['cfg', 'scratch'])
+    expect(mounted(h)).toEqual(['data', 'scratch'])
     await h.stop()
   })
 
@@ -155,17 +181,16 @@ describe('an emptyDir’s set-up intent is not waited for', () => {
     })
     const warnings: string[] = []
     const logger = { debug() {}, info() {}, error() {}, warn: (msg: string) => void warnings.push(msg) }
-    const h = createHarness({ host: w.host, clock: w.clock, plugins: createBuiltinPlugins(), manager: { logger } })
-    h.objects.put('ConfigMap', { metadata: { name: 'cfg', namespace: 'default' }, data: { k: 'v' } })
+    const h = crashHarness(w, { logger })
     h.pods.setPod(pod)
     h.start()
     await settle(h)
     expect(mounted(h)).toEqual(['scratch'])
     expect(warnings).toContain('Journal write failed')
-    expect(await w.host.lstat(CONFIG)).toBeNull()
+    expect(await attached(w)).toEqual([])
     failing = false
     await settle(h)
-    expect(mounted(h)).toEqual(['cfg', 'scratch'])
+    expect(mounted(h)).toEqual(['data', 'scratch'])
     await h.stop()
   })
 })

@@ -87,6 +87,9 @@ export function createAtomicWriterVolumePlugin(definition: AtomicWriterVolumeDef
     canSupport: (spec) => spec.volume?.[definition.sourceKey] !== undefined,
     getVolumeName: (spec) => spec.name,
     requiresRemount: () => true,
+    // Its first change is the volume's directory under the pod's volumes; its tmpfs and files are
+    // at and below it (the payload is built before anything is made).
+    setUpFoundOnDisk: true,
     refreshOnEvents: (spec) => definition.refreshOnEvents?.(spec) ?? false,
     supportsMountOption: () => false,
     supportsSELinuxContextMount: () => false,
