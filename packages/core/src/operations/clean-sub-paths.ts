@@ -17,16 +17,14 @@ export interface SubPathCleanupOptions {
   readonly unmount: boolean
   /** Check only: nothing is unmounted or removed. */
   readonly dryRun?: boolean
-  /** The lstat of the volume's directory, already asked for (with the checks before it, in one turn). */
-  readonly lstat?: Promise<FileInfo | null>
 }
 
 type Entry = FileInfo | 'corrupted' | null
 
 /** lstat, with a broken mount's failure (a dead FUSE daemon, a stale NFS handle) as a value. */
-async function entryAt(host: Host, path: string, asked?: Promise<FileInfo | null>): Promise<Entry> {
+async function entryAt(host: Host, path: string): Promise<Entry> {
   try {
-    return await (asked ?? host.lstat(path))
+    return await host.lstat(path)
   } catch (err) {
     if (isCorruptedMountError(err)) return 'corrupted'
     throw err
@@ -84,7 +82,7 @@ async function cleanIndex(host: Host, path: string, options: SubPathCleanupOptio
  * unlinked, not followed; a container directory or `dir` that is a mount point is refused.
  */
 export async function cleanVolumeSubPaths(host: Host, dir: string, options: SubPathCleanupOptions): Promise<void> {
-  const top = await entryAt(host, dir, options.lstat)
+  const top = await entryAt(host, dir)
   if (top === null) return
   if (top !== 'corrupted' && top.type === 'symlink') return remove(host, dir, options)
   await checkListable(host, dir, top)

@@ -14,7 +14,6 @@ import type { AttachedVolume, MountedVolume } from '../cache/actual-state.js'
 import type { VolumeToMount } from '../cache/desired-state.js'
 import { type FailureKind, OperationError, errorMessage, failureKind, isHostError } from '../errors.js'
 import type { VolumePlugin } from '../plugins/plugin.js'
-import type { FileInfo } from '../host/host.js'
 import {
   type MessageSubject,
   type OperationContext,
@@ -285,21 +284,20 @@ export function generateUnmountVolume(ctx: OperationContext, mv: MountedVolume):
     run: async () => {
       // Every path below is built through the pod's directories: one swapped for a symlink since
       // set-up would lead the subPath clean and the tear-down elsewhere. Nothing is touched then.
-      const chain = assertTearDownChain(ctx.host, ctx.paths, { podUID: mv.podUID, pluginName: mv.pluginName, block: false, volumeName: mv.innerVolumeSpecName })
-      // The subPath directory's lstat is asked right after the chain's, in the same turn (one
-      // round trip where the host batches calls), and looked at only once the chain is found sound.
-      const subPaths = ctx.paths.podSubPathsDir(mv.podUID, mv.innerVolumeSpecName)
-      const subPathsEntry = ctx.host.lstat(subPaths)
-      subPathsEntry.catch(() => undefined)
+      let chain: { readonly subPathsMissing: boolean }
       try {
-        await chain
+        chain = await assertTearDownChain(ctx.host, ctx.paths, { podUID: mv.podUID, pluginName: mv.pluginName, block: false, volumeName: mv.innerVolumeSpecName })
       } catch (err) {
         throw stepFailed('UnmountVolume.TearDown failed', subject, err)
       }
-      try {
-        await cleanSubPaths(ctx, subPaths, subPathsEntry)
-      } catch (err) {
-        throw stepFailed('error cleaning subPath mounts', subject, err)
+      // The check looked at the pod's volume-subpaths: without it there is nothing to clean (the
+      // usual pod), and no call is made for it.
+      if (!chain.subPathsMissing) {
+        try {
+          await cleanSubPaths(ctx, ctx.paths.podSubPathsDir(mv.podUID, mv.innerVolumeSpecName))
+        } catch (err) {
+          throw stepFailed('error cleaning subPath mounts', subject, err)
+        }
       }
       try {
         await tearDown.tearDown()
@@ -350,8 +348,8 @@ async function withHolders(ctx: OperationContext, err: unknown, path: string): P
  * {@link cleanVolumeSubPaths}. Nothing is removed while it is still a mount point, and nothing
  * below a mount point is looked at.
  */
-async function cleanSubPaths(ctx: OperationContext, path: string, lstat?: Promise<FileInfo | null>): Promise<void> {
-  await cleanVolumeSubPaths(ctx.host, path, lstat ? { unmount: true, lstat } : { unmount: true })
+async function cleanSubPaths(ctx: OperationContext, path: string): Promise<void> {
+  await cleanVolumeSubPaths(ctx.host, path, { unmount: true })
 }
 
 /** "unmount_device": refuse while other mounts reference the device, unmount, check the device is free. */

@@ -111,6 +111,15 @@ describe('assertTearDownChain', () => {
     ])
   })
 
+  it('says whether the pod has no volume-subpaths directory (missing itself, or under a missing pod directory)', async () => {
+    const subPaths = LEVELS[6] as string
+    expect(await assertTearDownChain(countingHost().host, paths, volume('a'))).toEqual({ subPathsMissing: false })
+    expect(await assertTearDownChain(countingHost({ [subPaths]: 'missing' }).host, paths, volume('a'))).toEqual({ subPathsMissing: true })
+    expect(await assertTearDownChain(countingHost({ [LEVELS[1] as string]: 'missing' }).host, paths, volume('a'))).toEqual({ subPathsMissing: true })
+    // Another level missing says nothing about it.
+    expect(await assertTearDownChain(countingHost({ [LEVELS[2] as string]: 'missing', [LEVELS[5] as string]: 'missing' }).host, paths, volume('a'))).toEqual({ subPathsMissing: false })
+  })
+
   it('does not share between two hosts', async () => {
     const one = countingHost()
     const two = countingHost({ [LEVELS[2] as string]: 'file' })

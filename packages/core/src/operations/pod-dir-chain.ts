@@ -60,6 +60,20 @@ export async function findChainProblem(
   ref: PodVolumeRef,
   lstat: (path: string) => Promise<FileInfo | null> = (path) => host.lstat(path),
 ): Promise<ChainProblem | null> {
+  return (await checkChain(paths, ref, lstat)).problem
+}
+
+/** What a check of the levels found: the first problem, and whether the pod's `volume-subpaths` is missing. */
+interface ChainCheck {
+  readonly problem: ChainProblem | null
+  /** The pod has no `volume-subpaths` directory (nor, then, any volume's directory in it). Only meaningful without a problem. */
+  readonly subPathsMissing: boolean
+}
+
+/** The index of `volume-subpaths` in {@link levelsOf}. */
+const SUBPATHS_LEVEL = 6
+
+async function checkChain(paths: Paths, ref: PodVolumeRef, lstat: (path: string) => Promise<FileInfo | null>): Promise<ChainCheck> {
   const levels = levelsOf(paths, ref)
   // All asked at once: the calls of one turn share a round trip where the host batches them. Read
   // in order; a level below a missing one is missing, whatever its own answer. (Hot on every
@@ -77,12 +91,12 @@ export async function findChainProblem(
     try {
       info = await (asked[i] as Promise<FileInfo | null>)
     } catch (err) {
-      return { path: levels[i] as string, found: 'unreadable', error: errorMessage(err) }
+      return { problem: { path: levels[i] as string, found: 'unreadable', error: errorMessage(err) }, subPathsMissing: false }
     }
     missing[i] = info === null
-    if (info !== null && info.type !== 'directory') return { path: levels[i] as string, found: info.type }
+    if (info !== null && info.type !== 'directory') return { problem: { path: levels[i] as string, found: info.type }, subPathsMissing: false }
   }
-  return null
+  return { problem: null, subPathsMissing: missing[SUBPATHS_LEVEL] === true }
 }
 
 /** `<path> is a symlink, not a directory` (or could not be checked). */
@@ -92,7 +106,7 @@ export function describeChainProblem(problem: ChainProblem): string {
 }
 
 /** The checks of the current run of microtasks, by host and levels (see {@link checkOnceThisRun}). */
-let checksThisRun: WeakMap<Host, Map<string, Promise<ChainProblem | null>>> | undefined
+let checksThisRun: WeakMap<Host, Map<string, Promise<ChainCheck>>> | undefined
 
 /**
  * The check of `ref`'s levels, shared with one asked for the same levels on the same host in the
@@ -105,7 +119,7 @@ let checksThisRun: WeakMap<Host, Map<string, Promise<ChainProblem | null>>> | un
  * kubevol itself can only make or remove directories at these levels (never a link or a file), which
  * changes no answer. After that microtask, checks are asked anew.
  */
-function checkOnceThisRun(host: Host, paths: Paths, ref: PodVolumeRef): Promise<ChainProblem | null> {
+function checkOnceThisRun(host: Host, paths: Paths, ref: PodVolumeRef): Promise<ChainCheck> {
   if (!checksThisRun) {
     checksThisRun = new WeakMap()
     void Promise.resolve().then(() => {
@@ -120,7 +134,7 @@ function checkOnceThisRun(host: Host, paths: Paths, ref: PodVolumeRef): Promise<
   const key = `${paths.podsDir}\0${ref.podUID}\0${ref.pluginName}\0${ref.block ? 'block' : 'fs'}`
   let check = checks.get(key)
   if (!check) {
-    check = findChainProblem(host, paths, ref)
+    check = checkChain(paths, ref, (path) => host.lstat(path))
     checks.set(key, check)
   }
   return check
@@ -130,10 +144,13 @@ function checkOnceThisRun(host: Host, paths: Paths, ref: PodVolumeRef): Promise<
  * Throws, before anything is removed, when a directory of the pod's volume is not a real directory:
  * `refusing to tear down volume "<name>" of pod "<uid>": <path> is a symlink, not a directory`.
  * Volumes of one pod and plugin checked together share the check (see {@link checkOnceThisRun}).
+ * Resolves with whether the pod has no `volume-subpaths` directory: then no volume of it has a
+ * subPath to clean, and none can get one while its own tear-down runs (only its set-up makes one).
  */
-export async function assertTearDownChain(host: Host, paths: Paths, ref: PodVolumeRef & { readonly volumeName: string }): Promise<void> {
-  const problem = await checkOnceThisRun(host, paths, ref)
+export async function assertTearDownChain(host: Host, paths: Paths, ref: PodVolumeRef & { readonly volumeName: string }): Promise<{ readonly subPathsMissing: boolean }> {
+  const { problem, subPathsMissing } = await checkOnceThisRun(host, paths, ref)
   if (problem) {
     throw new Error(`refusing to tear down volume "${ref.volumeName}" of pod "${ref.podUID}": ${describeChainProblem(problem)}; nothing was removed`)
   }
+  return { subPathsMissing }
 }
