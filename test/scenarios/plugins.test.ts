@@ -52,12 +52,16 @@ describe('emptyDir', () => {
     const h = start()
     await h.addPodAndWait(buildPod({ uid: 'a', volumes: [{ name: 'shm', emptyDir: { medium: 'Memory' } }] }))
     const calls: string[] = []
+    const subPathCalls: string[] = []
     h.host.intercept((call, next) => {
       if (call.path?.includes('empty-dir')) calls.push(`${call.method} ${call.path.replace(`${ROOT}/pods/a/`, '')}`)
+      if (call.path?.includes('volume-subpaths/')) subPathCalls.push(`${call.method} ${call.path}`)
       return next()
     })
     h.pods.deletePod('a')
     await h.manager.waitForIdle()
+    // The check found no volume-subpaths directory: nothing is asked about the volume's one.
+    expect(subPathCalls).toEqual([])
     expect(calls).toEqual([
       // The pod's directories are checked, all in one turn (one round trip on Linux), before
       // anything is removed: these two are the ones named after the plugin.
