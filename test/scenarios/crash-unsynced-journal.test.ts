@@ -56,6 +56,8 @@ const PODS: readonly { readonly case: string; readonly pod: Pod }[] = [
   },
 ]
 const names = (pod: Pod): string[] => (pod.spec?.volumes ?? []).map((v) => v.name)
+/** How the journal writes its records: into the room made in its file (the memory host has it), or appended. */
+const JOURNAL_WRITES: ReadonlySet<string> = new Set(['writeFileAt', 'appendFile'])
 
 interface JournalWorld extends CrashWorld {
   /** Drops the journal’s unsynced tail; says whether a set-up intent not waited for was in it (any, and the atomic writer’s). */
@@ -63,9 +65,10 @@ interface JournalWorld extends CrashWorld {
 }
 
 /**
- * A memory host whose journal keeps only what was synced when `crash()` is called: the length of
- * the file after its last synced append (or the rename of a compaction, synced before it). The
- * journal makes one write at a time, so the count is exact.
+ * A memory host whose journal keeps only what was synced when `crash()` is called: the bytes up to
+ * the end of its last synced write (or the rename of a compaction, synced before it); the room
+ * written after that is zeros again, as the file's blocks on the disk still are. fdatasync covers
+ * every write made before it, and the journal makes one write at a time, so the count is exact.
  */
 function journalWorld(): JournalWorld {
   const w = crashWorld()
@@ -73,20 +76,28 @@ function journalWorld(): JournalWorld {
   let durable = 0
   w.host.intercept(async (call, next) => {
     const result = await next()
-    if (call.method === 'appendFile' && call.path === JOURNAL) {
-      written += (call.args[1] as string | Uint8Array).length
-      if ((call.args[2] as { sync?: boolean } | undefined)?.sync) durable = written
+    if (call.method === 'writeFileAt' && call.path === JOURNAL) {
+      written = Math.max(written, (call.args[1] as number) + (call.args[2] as Uint8Array).length)
+      if ((call.args[3] as { sync?: boolean } | undefined)?.sync) durable = written
+    } else if (call.method === 'appendFile' && call.path === JOURNAL) {
+      throw new Error('the journal appended where the memory host lets it write into its room')
     } else if (call.method === 'rename' && call.args[1] === JOURNAL) {
-      written = durable = (await w.host.readFile(JOURNAL)).length
+      const bytes = await w.host.readFile(JOURNAL)
+      const room = bytes.indexOf(0)
+      written = durable = room < 0 ? bytes.length : room
     }
     return result
   })
   return {
     ...w,
     async crash() {
-      const text = new TextDecoder().decode(await w.host.readFile(JOURNAL).catch(() => new Uint8Array()))
-      const lost = text.slice(durable)
-      if (lost.length > 0) await w.host.writeFile(JOURNAL, text.slice(0, durable), { mode: 0o600 })
+      const bytes = await w.host.readFile(JOURNAL).catch(() => new Uint8Array())
+      const lost = new TextDecoder().decode(bytes.slice(durable, written))
+      if (lost.length > 0) {
+        const kept = bytes.slice()
+        kept.fill(0, durable, written)
+        await w.host.writeFile(JOURNAL, kept, { mode: 0o600 })
+      }
       return { lostSetUp: /"kind":"setup".*(empty-dir|configmap|secret|downward-api|projected)/.test(lost), lostAtomicWriterSetUp: /"kind":"setup".*(configmap|secret|downward-api|projected)/.test(lost) }
     },
   }
@@ -154,7 +165,7 @@ describe('an emptyDir’s set-up intent is not waited for', () => {
       release = resolve
     })
     w.host.intercept(async (call, next) => {
-      if (call.method === 'appendFile' && call.path === JOURNAL) await held
+      if (JOURNAL_WRITES.has(call.method) && call.path === JOURNAL) await held
       return next()
     })
     const h = crashHarness(w)
@@ -176,7 +187,7 @@ describe('an emptyDir’s set-up intent is not waited for', () => {
     const w = crashWorld()
     let failing = true
     w.host.intercept(async (call, next) => {
-      if (failing && call.method === 'appendFile' && call.path === JOURNAL) throw new Error('EIO: the journal’s disk failed')
+      if (failing && JOURNAL_WRITES.has(call.method) && call.path === JOURNAL) throw new Error('EIO: the journal’s disk failed')
       return next()
     })
     const warnings: string[] = []

@@ -243,8 +243,9 @@ describe('CSI persistent volumes', () => {
       durable = resolve
     })
     const hold = w.host.intercept(async (call, next) => {
-      const options = call.args[2] as { sync?: boolean } | undefined
-      if (call.method === 'appendFile' && call.path === `${ROOT}/journal/volumes.log` && options?.sync) await synced
+      // The journal writes into room made in its file where the host can (writeFileAt), else appends.
+      const options = call.args[call.method === 'writeFileAt' ? 3 : 2] as { sync?: boolean } | undefined
+      if ((call.method === 'writeFileAt' || call.method === 'appendFile') && call.path === `${ROOT}/journal/volumes.log` && options?.sync) await synced
       return next()
     })
     h.pods.setPod(claimPod('a'))

@@ -45,10 +45,11 @@ describe('the journal on a host', () => {
     const path = '/j/volumes.log'
     const journal = await VolumeJournal.open({ host, path, logger: silentLogger })
     const writes: { text: string; sync: boolean }[] = []
-    const append = host.appendFile.bind(host)
-    host.appendFile = (file, data, options) => {
-      writes.push({ text: String(data), sync: options?.sync === true })
-      return append(file, data, options)
+    // The memory host writes into the room the journal made in its file.
+    const writeAt = host.writeFileAt.bind(host)
+    host.writeFileAt = (file, offset, data, options) => {
+      writes.push({ text: new TextDecoder().decode(data), sync: options?.sync === true })
+      return writeAt(file, offset, data, options)
     }
     const setup = { kind: 'setup', volume: 'p/v', pod: 'a', podUID: 'a', outerName: 'v', spec: { name: 'v', readOnly: false }, gid: '' } as const
     await journal.record(setup)
@@ -77,23 +78,23 @@ describe('the journal on a host', () => {
     expect([...reopened.volumes().keys()]).toEqual(['p/y'])
   })
 
-  it('a failed append that left part of its record behind: the records written after it are kept (the file is rewritten first)', async () => {
+  it('a failed write that left part of its record behind: the records written after it are kept (the file is rewritten first)', async () => {
     const host = createMemoryHost()
     const path = '/j/volumes.log'
     const journal = await VolumeJournal.open({ host, path, logger: silentLogger })
-    const append = host.appendFile.bind(host)
+    const writeAt = host.writeFileAt.bind(host)
     let tearNext = false
-    host.appendFile = async (file, data, options) => {
-      if (!tearNext) return append(file, data, options)
+    host.writeFileAt = async (file, offset, data, options) => {
+      if (!tearNext) return writeAt(file, offset, data, options)
       tearNext = false
-      // What a filesystem that fills up mid-write leaves: the first half of the line, then ENOSPC.
-      await append(file, String(data).slice(0, Math.floor(String(data).length / 2)), options)
-      throw new HostError('ENOSPC', 'write', file, 'no space left on device')
+      // What a disk that fails mid-write leaves: the first half of the line, then EIO.
+      await writeAt(file, offset, data.slice(0, Math.floor(data.length / 2)), options)
+      throw new HostError('EIO', 'write', file, 'input/output error')
     }
     const setup = (volume: string) => ({ kind: 'setup', volume, pod: 'a', podUID: 'a', outerName: 'v', spec: { name: 'v', readOnly: false }, gid: '' }) as const
     await journal.record(setup('p/before'))
     tearNext = true
-    await expect(journal.record(setup('p/torn'))).rejects.toThrow(/ENOSPC/)
+    await expect(journal.record(setup('p/torn'))).rejects.toThrow(/EIO/)
     await journal.record(setup('p/after'))
     journal.note({ kind: 'torn-down', volume: 'p/before', pod: 'a' })
     await journal.flush()

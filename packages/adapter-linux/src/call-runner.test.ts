@@ -67,6 +67,52 @@ describe('CallRunner (fake clock)', () => {
     expect(runner.stalled().map((c) => c.path)).toEqual(['/x/a', '/x/b', '/y/d'])
   })
 
+  it('times every call in flight with one timer, set for the oldest unanswered call, and leaves none when nothing is in flight', async () => {
+    const { clock, runner } = harness(10)
+    const hung = deferred<void>()
+    const answers = Array.from({ length: 500 }, () => deferred<number>())
+    const slow = outcome(runner.run('stat', '/x/slow', '/x', () => hung.promise))
+    const quick = answers.map((answer, i) => runner.run('stat', `/x/${i}`, '/x', () => answer.promise))
+    expect(clock.pendingTimers()).toEqual([clock.now() + 1000])
+    await clock.advance(300)
+    const late = outcome(runner.run('stat', '/x/late', '/x', () => hung.promise))
+    for (const [i, answer] of answers.entries()) answer.resolve(i)
+    expect(await Promise.all(quick)).toEqual(answers.map((_, i) => i))
+    // The slow call's deadline is still the one the timer is set for; the late call's comes 300 ms after.
+    expect(clock.pendingTimers()).toHaveLength(1)
+    await clock.advance(700)
+    expect(await slow).toMatchObject({ code: 'ETIMEDOUT' })
+    expect(clock.pendingTimers()).toEqual([clock.now() + 300])
+    hung.resolve()
+    await clock.flush()
+    // The late call was answered (the hung work returned) before its deadline: no timer is left.
+    expect(await late).toEqual({ value: undefined })
+    expect(clock.pendingTimers()).toEqual([])
+    expect(runner.inFlight).toBe(0)
+    expect(runner.stalled()).toEqual([])
+  })
+
+  it('a call whose start throws fails with the mapped error and leaves no timer', async () => {
+    const { clock, runner } = harness()
+    const mapped = await outcome(
+      runner.run(
+        'lstat',
+        '/a',
+        '/',
+        () => {
+          throw new Error('boom')
+        },
+        undefined,
+        (err, syscall, path) => new HostError('EIO', syscall, path, (err as Error).message),
+      ),
+    )
+    expect(mapped).toEqual({ code: 'EIO', message: 'EIO: lstat /a: boom' })
+    const failed = await outcome(runner.run('lstat', '/b', '/', () => Promise.reject(new Error('late boom')), undefined, (err, syscall, path) => new HostError('EIO', syscall, path, (err as Error).message)))
+    expect(failed).toEqual({ code: 'EIO', message: 'EIO: lstat /b: late boom' })
+    expect(clock.pendingTimers()).toEqual([])
+    expect(runner.inFlight).toBe(0)
+  })
+
   it('quarantines the stalled filesystem only: calls there fail fast, calls elsewhere run', async () => {
     const { clock, runner } = harness()
     const hung = deferred<void>()

@@ -20,6 +20,7 @@ export type IoOp =
   | readonly ['writeFile', path: string, data: Uint8Array | string, mode: number]
   /** Appends (O_APPEND|O_CREAT, 0600), then fdatasync(2) when `sync`. → undefined. */
   | readonly ['append', path: string, data: Uint8Array | string, sync: boolean]
+  | readonly ['pwrite', path: string, offset: number, data: Uint8Array, sync: boolean]
   /** → SysResult. */
   | readonly ['mount', source: string | null, target: string, fstype: string | null, flags: number, data: string | null]
   /** → SysResult. */
@@ -168,6 +169,21 @@ const calls = {
       for (let at = 0; at < bytes.length; ) {
         const n = fs.writeSync(fd, bytes, at, bytes.length - at)
         if (n <= 0) throw Object.assign(new Error('write wrote nothing'), { code: 'EIO', syscall: 'write' })
+        at += n
+      }
+      if (sync) fs.fdatasyncSync(fd)
+    } finally {
+      fs.closeSync(fd)
+    }
+  },
+  pwrite: (p, offset, data, sync) => {
+    // No O_CREAT: the file and the room written into were made beforehand (node opens with O_CLOEXEC).
+    const fd = fs.openSync(p, fs.constants.O_WRONLY)
+    try {
+      // A short write is carried on from where it stopped, as an append is.
+      for (let at = 0; at < data.length; ) {
+        const n = fs.writeSync(fd, data, at, data.length - at, offset + at)
+        if (n <= 0) throw Object.assign(new Error('write wrote nothing'), { code: 'EIO', syscall: 'pwrite' })
         at += n
       }
       if (sync) fs.fdatasyncSync(fd)

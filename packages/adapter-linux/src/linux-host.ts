@@ -363,6 +363,15 @@ export class LinuxHost implements Host {
     await this.#sys.fs('append', path, (call) => this.#io.run(['append', path, data, options?.sync === true], call))
   }
 
+  /**
+   * pwrite(2) into an existing file (no O_CREAT), a short write carried on; with `sync`, fdatasync
+   * before it returns. One call on the I/O worker.
+   */
+  async writeFileAt(path: string, offset: number, data: Uint8Array, options?: { readonly sync?: boolean }): Promise<void> {
+    if (!Number.isSafeInteger(offset) || offset < 0) throw new HostError('EINVAL', 'pwrite', path, `invalid offset ${offset}`)
+    await this.#sys.fs('pwrite', path, (call) => this.#io.run(['pwrite', path, offset, data, options?.sync === true], call))
+  }
+
   /** fsync(2) of a file: its data and metadata on stable storage. */
   async syncFile(path: string): Promise<void> {
     await this.#sys.fs('fsync', path, async () => {

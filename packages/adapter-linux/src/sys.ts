@@ -15,6 +15,8 @@ interface SysCallOptions {
   readonly detail?: string | (() => string)
 }
 
+const NO_OPTIONS: SysCallOptions = {}
+
 /** What the host's parts use to reach the kernel. */
 export interface Sys {
   /** A libc call; resolves with its non-negative return value, rejects with a HostError from errno. */
@@ -48,10 +50,10 @@ export function createSys(runner: CallRunner, loadLibc: () => Libc, keys: Filesy
   }
   return {
     libc: loadLibc,
-    raw(syscall, path, run, options = {}) {
+    raw(syscall, path, run, options = NO_OPTIONS) {
       return runner.run(syscall, path, options.key ?? keys.keyOf(path), async (ctx) => run(load(syscall, path), ctx), refine(path, options))
     },
-    call(syscall, path, run, options = {}) {
+    call(syscall, path, run, options = NO_OPTIONS) {
       return runner.run(
         syscall,
         path,
@@ -64,17 +66,8 @@ export function createSys(runner: CallRunner, loadLibc: () => Libc, keys: Filesy
         refine(path, options),
       )
     },
-    fs(syscall, path, run, options = {}) {
-      return runner.run(
-        syscall,
-        path,
-        options.key ?? keys.keyOf(path),
-        (ctx) =>
-          run(ctx).catch((err: unknown) => {
-            throw toHostError(err, syscall, path)
-          }),
-        refine(path, options),
-      )
+    fs(syscall, path, run, options = NO_OPTIONS) {
+      return runner.run(syscall, path, options.key ?? keys.keyOf(path), run, refine(path, options), toHostError)
     },
   }
 }

@@ -151,6 +151,23 @@ export function appendFile(state: HostState, path: string, data: Uint8Array | st
   node.fs.setData(node, room.subarray(0, needed))
 }
 
+/** pwrite(2) into an existing regular file (following a symlink): the bytes at `offset` replaced, the file grown only past its end. */
+export function writeFileAt(state: HostState, path: string, offset: number, data: Uint8Array): void {
+  if (!Number.isSafeInteger(offset) || offset < 0) throw new HostError('EINVAL', 'pwrite', path, `invalid offset ${offset}`)
+  const { node, mount } = lookupExisting(state.table, path, { follow: true, syscall: 'open' }).found
+  if (node.type === 'directory') throw new HostError('EISDIR', 'open', path, 'is a directory')
+  if (node.type !== 'file') throw new HostError('EINVAL', 'open', path, 'not a regular file')
+  assertWritable(mount, 'write', path)
+  const old = node.data
+  const needed = Math.max(old.length, offset + data.length)
+  if (!node.fs.hasRoom(needed - old.length)) throw new HostError('ENOSPC', 'write', path, 'no space left on device')
+  const next = new Uint8Array(needed)
+  next.set(old)
+  next.set(data, offset)
+  node.image = null
+  node.fs.setData(node, next)
+}
+
 /** symlink(2): `target` is stored verbatim and may dangle. */
 export function symlink(state: HostState, target: string, path: string): void {
   if (target === '') throw new HostError('ENOENT', 'symlink', path, 'empty symlink target')

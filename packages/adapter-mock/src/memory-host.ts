@@ -114,6 +114,7 @@ const LINES_KEPT = new Set([
   'unmount',
   'writeFile',
   'appendFile',
+  'writeFileAt',
   'syncFile',
   'truncate',
   'remove',
@@ -183,6 +184,14 @@ export class MemoryHost implements Host {
    */
   appendFile(path: string, data: Uint8Array | string, options?: { readonly sync?: boolean }): Promise<void> {
     return this.#call('appendFile', [path, data, options], path, () => files.appendFile(this.#state, path, data))
+  }
+
+  /**
+   * Writes into an existing file at `offset` (pwrite); `sync` has nothing to wait for, and is in
+   * the call interceptors see, as for {@link appendFile}.
+   */
+  writeFileAt(path: string, offset: number, data: Uint8Array, options?: { readonly sync?: boolean }): Promise<void> {
+    return this.#call('writeFileAt', [path, offset, data, options], path, () => files.writeFileAt(this.#state, path, offset, data))
   }
 
   /** Nothing to flush in memory; fails like fsync on a missing file. */

@@ -49,6 +49,7 @@ export const MUTATING_HOST_METHODS: readonly string[] = [
   'mount',
   'unmount',
   'appendFile',
+  'writeFileAt',
   'syncFile',
   'truncate',
   // It makes the lock's directory and file.

@@ -274,6 +274,15 @@ export interface Host {
    * stable storage (fdatasync). Present where kubevol can keep its journal.
    */
   appendFile?(path: string, data: Uint8Array | string, options?: { readonly sync?: boolean }): Promise<void>
+  /**
+   * Writes `data` into an existing regular file at byte `offset` (pwrite(2)), leaving every other
+   * byte of it as it is (the file grows only if `offset` plus the data passes its end); with `sync`,
+   * returns once the data is on stable storage (fdatasync). ENOENT when the file is missing. For a
+   * log written into room made for it beforehand: rewriting blocks the file already has changes
+   * neither its size nor its extents, so the sync waits for the data alone, not for the
+   * filesystem's own journal.
+   */
+  writeFileAt?(path: string, offset: number, data: Uint8Array, options?: { readonly sync?: boolean }): Promise<void>
   /** Flushes a file's data and metadata to stable storage (fsync). */
   syncFile?(path: string): Promise<void>
   /**

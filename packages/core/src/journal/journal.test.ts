@@ -8,6 +8,7 @@ import type { Host } from '../host/host.js'
 import { silentLogger } from '../observability.js'
 import { type JournalRecord, type JournalVolume, VolumeJournal, parseJournal, replay } from './journal.js'
 import { JournalState } from './journal-state.js'
+import { decodeUtf8 } from '../text.js'
 
 const spec: VolumeSpec = { name: 'v', readOnly: false }
 const line = (record: JournalRecord): string => {
@@ -197,7 +198,7 @@ describe('VolumeJournal.record', () => {
       writeFile: async () => undefined,
       rename: async () => undefined,
       appendFile: (_: string, data: string | Uint8Array, options?: { readonly sync?: boolean }) => {
-        appends.push({ text: String(data), sync: options?.sync === true })
+        appends.push({ text: typeof data === 'string' ? data : decodeUtf8(data), sync: options?.sync === true })
         return new Promise<void>((resolve) => {
           release = resolve
         })
@@ -260,5 +261,108 @@ describe('VolumeJournal.record', () => {
     release()
     await Promise.all([later, flushing])
     expect(appends).toHaveLength(2)
+  })
+})
+
+describe('VolumeJournal with room made in its file (writeFileAt)', () => {
+  /** A host of files in memory that writes at offsets, counting its calls. */
+  function roomHost() {
+    const files = new Map<string, Uint8Array>()
+    const calls: { method: string; offset?: number; length: number; sync?: boolean }[] = []
+    const host = {
+      readFile: async (path: string) => {
+        const data = files.get(path)
+        if (!data) throw new HostError('ENOENT', 'open', path, 'no such file or directory')
+        return data.slice()
+      },
+      mkdir: async () => undefined,
+      writeFile: async (path: string, data: Uint8Array) => {
+        calls.push({ method: 'writeFile', length: data.length })
+        files.set(path, data.slice())
+      },
+      syncFile: async () => undefined,
+      rename: async (from: string, to: string) => {
+        files.set(to, files.get(from) as Uint8Array)
+        files.delete(from)
+      },
+      appendFile: async () => {
+        calls.push({ method: 'appendFile', length: 0 })
+        throw new Error('appended')
+      },
+      writeFileAt: async (path: string, offset: number, data: Uint8Array, options?: { readonly sync?: boolean }) => {
+        calls.push({ method: 'writeFileAt', offset, length: data.length, sync: options?.sync === true })
+        const old = files.get(path)
+        if (!old) throw new HostError('ENOENT', 'open', path, 'no such file or directory')
+        const next = new Uint8Array(Math.max(old.length, offset + data.length))
+        next.set(old)
+        next.set(data, offset)
+        files.set(path, next)
+      },
+    } as unknown as Host
+    return { host, files, calls }
+  }
+  const path = '/j/volumes.log'
+  const setupOf = (volume: string): JournalRecord => ({ ...setup, volume: volume as JournalRecord['volume'] }) as JournalRecord
+
+  it('writes each record where the last one ended, inside the file, and never appends', async () => {
+    const { host, files, calls } = roomHost()
+    const journal = await VolumeJournal.open({ host, path, logger: silentLogger, minRoomBytes: 4096 })
+    expect(files.get(path)?.length).toBe(4096)
+    expect(files.get(path)?.every((b) => b === 0)).toBe(true)
+    await journal.record(setupOf('p/a'))
+    journal.note({ kind: 'torn-down', volume: 'p/a' as JournalRecord['volume'], pod: 'a' as never })
+    await journal.flush()
+    await journal.record(setupOf('p/b'))
+    const a = line(setupOf('p/a')).length
+    const torn = line({ kind: 'torn-down', volume: 'p/a', pod: 'a' } as JournalRecord).length
+    expect(calls.filter((c) => c.method !== 'writeFile')).toEqual([
+      { method: 'writeFileAt', offset: 0, length: a, sync: true },
+      { method: 'writeFileAt', offset: a, length: torn, sync: false },
+      { method: 'writeFileAt', offset: a + torn, length: line(setupOf('p/b')).length, sync: true },
+    ])
+    // The file keeps its size: the records, then zeros.
+    const text = decodeUtf8(files.get(path) as Uint8Array)
+    expect(text.length).toBe(4096)
+    expect(text.slice(0, a + torn + line(setupOf('p/b')).length)).toBe(line(setupOf('p/a')) + line({ kind: 'torn-down', volume: 'p/a', pod: 'a' } as JournalRecord) + line(setupOf('p/b')))
+    expect(parseJournal(text)).toEqual({ records: [setupOf('p/a'), { kind: 'torn-down', volume: 'p/a', pod: 'a' }, setupOf('p/b')], dropped: 0 })
+    const warnings: unknown[] = []
+    const reopened = await VolumeJournal.open({ host, path, logger: { ...silentLogger, warn: (...args: unknown[]) => warnings.push(args) } })
+    expect([...reopened.volumes().keys()]).toEqual(['p/b'])
+    expect(warnings).toEqual([])
+  })
+
+  it('makes a new file with room when the room runs out, with room for a write larger than the minimum', async () => {
+    const { host, files, calls } = roomHost()
+    const journal = await VolumeJournal.open({ host, path, logger: silentLogger, minRoomBytes: 1024 })
+    const volumes = Array.from({ length: 40 }, (_, i) => `p/v${i}`)
+    for (const volume of volumes) await journal.record(setupOf(volume))
+    // One write of 60 records, far more than the minimum room.
+    const big = Array.from({ length: 60 }, (_, i) => journal.record(setupOf(`p/big${i}`)))
+    await Promise.all(big)
+    expect(calls.some((c) => c.method === 'appendFile')).toBe(false)
+    const compactions = calls.filter((c) => c.method === 'writeFile').length
+    expect(compactions).toBeGreaterThan(2)
+    const file = files.get(path) as Uint8Array
+    const { records, dropped } = parseJournal(decodeUtf8(file))
+    expect(dropped).toBe(0)
+    expect(records.map((r) => r.volume)).toEqual([...volumes, ...Array.from({ length: 60 }, (_, i) => `p/big${i}`)])
+    // Every write went where the records ended, inside the file as it was then.
+    const reopened = await VolumeJournal.read({ host, path, logger: silentLogger })
+    expect(reopened.volumes().size).toBe(100)
+  })
+})
+
+describe('parseJournal and the room after the records', () => {
+  const a = line(setup)
+  const zeros = (n: number) => '\0'.repeat(n)
+  it.each([
+    { case: 'records, then room', text: a + zeros(100), records: 1, dropped: 0 },
+    { case: 'a record torn in the room', text: a + a.slice(0, 20) + zeros(100), records: 1, dropped: 1 },
+    { case: 'a record after a hole of zeros (written after one lost in a crash)', text: a + zeros(30) + a + zeros(10), records: 1, dropped: 1 },
+    { case: 'nothing but room', text: zeros(100), records: 0, dropped: 0 },
+  ])('$case', ({ text, records, dropped }) => {
+    const parsed = parseJournal(text)
+    expect(parsed.records).toHaveLength(records)
+    expect(parsed.dropped).toBe(dropped)
   })
 })

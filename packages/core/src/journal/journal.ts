@@ -7,6 +7,12 @@
  * Format: one record per line, `<crc32 hex> <json>\n`. A torn or corrupt record (a crash mid-append)
  * fails its checksum and is dropped with everything after it. The journal is compacted (its live
  * records rewritten to a new file, synced, renamed over the old one) when it grows well past them.
+ *
+ * Where the host can write into a file at an offset (`writeFileAt`), the file is made with room
+ * after its records, zeros, and records are written into that room: a synced write then changes
+ * neither the file's size nor its extents, so its fdatasync waits for the data alone and not for
+ * the filesystem's own journal (on ext4, about 0.2 ms instead of 0.6-0.7). The records end at the
+ * first zero byte. When the room runs out, the journal is compacted into a file with room again.
  */
 import type { UniquePodName, UniqueVolumeName } from '../api/names.js'
 import type { VolumeSpec } from '../api/volume-spec.js'
@@ -15,7 +21,7 @@ import { isHostError } from '../errors.js'
 import type { Host } from '../host/host.js'
 import type { Logger } from '../observability.js'
 import { dirname } from '../paths.js'
-import { decodeUtf8 } from '../text.js'
+import { decodeUtf8, encodeUtf8 } from '../text.js'
 import { crc32Utf8 } from './crc32-utf8.js'
 import { JournalState } from './journal-state.js'
 
@@ -64,7 +70,11 @@ export interface JournalOptions {
   readonly logger: Logger
   /** Compact when the file holds more than this many records and at least twice the live ones. @default 1000 */
   readonly compactAfter?: number
+  /** The least room (bytes) a compaction leaves after the records, where the host has `writeFileAt`. @default 262144 */
+  readonly minRoomBytes?: number
 }
+
+const MIN_ROOM_BYTES = 256 * 1024
 
 function encode(record: JournalRecord): string {
   const json = JSON.stringify(record)
@@ -89,10 +99,15 @@ function encodeAll(records: readonly JournalRecord[]): string {
 /** Parses journal text: the valid records in order, and whether a torn or corrupt tail was dropped. */
 export function parseJournal(text: string): { records: JournalRecord[]; dropped: number } {
   const records: JournalRecord[] = []
-  const lines = text.split('\n')
+  // The room made for records to come is zeros, and no record holds one: the records end at the
+  // first. Records after it were written after one that never reached the disk (a crash before
+  // their sync): dropped, as records after a torn one are.
+  const room = text.indexOf('\0')
+  const lines = (room < 0 ? text : text.slice(0, room)).split('\n')
   // The text after the last newline is a record still being written when the process died.
   const complete = lines.slice(0, -1)
   let dropped = lines[lines.length - 1] === '' ? 0 : 1
+  if (room >= 0) dropped += text.slice(room).split('\n').filter((line) => /[^\0]/.test(line)).length
   for (let i = 0; i < complete.length; i++) {
     const line = complete[i] as string
     const match = /^([0-9a-f]{8}) (.*)$/.exec(line)
@@ -148,7 +163,10 @@ export class VolumeJournal {
   readonly #o: JournalOptions
   readonly #state: JournalState
   #lines: number
+  /** Where the records end in the file (bytes). */
   #bytes = 0
+  /** The file's size with its room, where records are written into it (`writeFileAt`); else 0. */
+  #capacity = 0
   #liveAtCompaction = 0
   #readOnly = false
   /** Records handed over since the last write began: the next write's batch. */
@@ -171,7 +189,7 @@ export class VolumeJournal {
    */
   static async open(options: JournalOptions): Promise<VolumeJournal> {
     const { host, path, logger } = options
-    if (!host.appendFile) throw new Error('the host cannot append to files: no journal')
+    if (!host.appendFile && !host.writeFileAt) throw new Error('the host cannot append to files: no journal')
     let text = ''
     try {
       text = decodeUtf8(await host.readFile(path))
@@ -280,23 +298,30 @@ export class VolumeJournal {
         const batch = this.#next
         this.#next = undefined
         const { records } = batch
-        const text = encodeAll(records)
+        const bytes = encodeUtf8(encodeAll(records))
+        const { host, path } = this.#o
         try {
           // A failed append may have left part of its records at the end of the file, and a reader
           // drops a torn record with everything after it: the file is rewritten from the live
           // records first, so nothing appended later sits behind the fragment.
           if (this.#torn) {
-            await this.#compact()
+            await this.#compact(bytes.length)
             this.#torn = false
           }
-          await this.#o.host.appendFile?.(this.#o.path, text, { sync: batch.sync })
+          if (host.writeFileAt) {
+            // Never an append behind the room: a reader stops at its first zero.
+            if (this.#bytes + bytes.length > this.#capacity) await this.#compact(bytes.length)
+            await host.writeFileAt(path, this.#bytes, bytes, { sync: batch.sync })
+          } else {
+            await host.appendFile?.(path, bytes, { sync: batch.sync })
+          }
         } catch (err) {
           this.#torn = true
           batch.reject(err)
           continue
         }
         this.#lines += records.length
-        this.#bytes += text.length
+        this.#bytes += bytes.length
         for (const record of records) this.#state.apply(record)
         // Counting the live records walks every volume: do it only when the file may have doubled.
         if (this.#lines > (this.#o.compactAfter ?? 1000) && this.#lines >= 2 * this.#liveAtCompaction) {
@@ -314,16 +339,27 @@ export class VolumeJournal {
     }
   }
 
-  async #compact(): Promise<void> {
+  /**
+   * Rewrites the file with the live records alone. Where records are written into room, the new
+   * file has room after them for at least `needed` bytes more: as much as the records take (so
+   * compactions for room come ever further apart as the node grows), and no less than the minimum.
+   */
+  async #compact(needed = 0): Promise<void> {
     const { host, path } = this.#o
     const records = this.#state.records()
-    const text = encodeAll(records)
+    const bytes = encodeUtf8(encodeAll(records))
+    let file = bytes
+    if (host.writeFileAt) {
+      file = new Uint8Array(bytes.length + Math.max(this.#o.minRoomBytes ?? MIN_ROOM_BYTES, bytes.length, 2 * needed))
+      file.set(bytes)
+    }
     const tmp = `${path}.tmp`
-    await host.writeFile(tmp, text, { mode: 0o600 })
+    await host.writeFile(tmp, file, { mode: 0o600 })
     if (host.syncFile) await host.syncFile(tmp)
     await host.rename(tmp, path)
     this.#lines = records.length
-    this.#bytes = text.length
+    this.#bytes = bytes.length
+    this.#capacity = host.writeFileAt ? file.length : 0
     this.#liveAtCompaction = records.length
   }
 }

@@ -2,6 +2,7 @@
 import { expect, it } from 'vitest'
 import type { Host } from '../host/host.js'
 import { joinPath } from '../paths.js'
+import { decodeUtf8, encodeUtf8 } from '../text.js'
 import { type ContractContext, expectHostError } from './host-contract-support.js'
 
 /**
@@ -56,6 +57,23 @@ export function filesContract({ h, p, root, read }: ContractContext): void {
     expect(await read(p('f'))).toBe('second')
     await h().writeFile(p('bytes'), new Uint8Array([0, 1, 255]))
     expect([...(await h().readFile(p('bytes')))]).toEqual([0, 1, 255])
+  })
+
+  it('writeFileAt writes into a file at an offset, keeps every other byte, grows it only past its end; ENOENT when missing', async (ctx) => {
+    const host = h()
+    if (!host.writeFileAt) return ctx.skip()
+    await host.writeFile(p('log'), new Uint8Array(16), { mode: 0o600 })
+    await host.writeFileAt(p('log'), 4, encodeUtf8('abcd'), { sync: true })
+    await host.writeFileAt(p('log'), 8, encodeUtf8('ef'))
+    expect([...(await host.readFile(p('log')))]).toEqual([0, 0, 0, 0, 97, 98, 99, 100, 101, 102, 0, 0, 0, 0, 0, 0])
+    expect((await host.stat(p('log')))?.mode).toBe(0o600)
+    await host.writeFileAt(p('log'), 14, encodeUtf8('ghij'))
+    expect((await host.stat(p('log')))?.size).toBe(18)
+    expect(decodeUtf8((await host.readFile(p('log'))).subarray(14))).toBe('ghij')
+    await expectHostError(host.writeFileAt(p('missing'), 0, new Uint8Array([1])), 'ENOENT')
+    expect(await host.lstat(p('missing'))).toBeNull()
+    await host.mkdir(p('dir'))
+    await expectHostError(host.writeFileAt(p('dir'), 0, new Uint8Array([1])), 'EISDIR')
   })
 
   it('stat reports the type and size, distinct inodes, and one device within a filesystem', async () => {
