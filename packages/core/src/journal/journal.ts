@@ -309,8 +309,9 @@ export class VolumeJournal {
             this.#torn = false
           }
           if (host.writeFileAt) {
-            // Never an append behind the room: a reader stops at its first zero.
-            if (this.#bytes + bytes.length > this.#capacity) await this.#compact(bytes.length)
+            // Never an append behind the room (a reader stops at its first zero): written where the
+            // records end, into the room, or past the end of a file made without room.
+            if (this.#capacity > 0 && this.#bytes + bytes.length > this.#capacity) await this.#compact(bytes.length)
             await host.writeFileAt(path, this.#bytes, bytes, { sync: batch.sync })
           } else {
             await host.appendFile?.(path, bytes, { sync: batch.sync })
@@ -343,23 +344,32 @@ export class VolumeJournal {
    * Rewrites the file with the live records alone. Where records are written into room, the new
    * file has room after them for at least `needed` bytes more: as much as the records take (so
    * compactions for room come ever further apart as the node grows), and no less than the minimum.
+   * On a filesystem too full for the room, the file is made without it (records then extend it,
+   * as appends do) and the next compaction tries again: a full disk costs the sync's speed, not
+   * the journal.
    */
   async #compact(needed = 0): Promise<void> {
     const { host, path } = this.#o
     const records = this.#state.records()
     const bytes = encodeUtf8(encodeAll(records))
+    const tmp = `${path}.tmp`
     let file = bytes
     if (host.writeFileAt) {
       file = new Uint8Array(bytes.length + Math.max(this.#o.minRoomBytes ?? MIN_ROOM_BYTES, bytes.length, 2 * needed))
       file.set(bytes)
+      try {
+        await host.writeFile(tmp, file, { mode: 0o600 })
+      } catch (err) {
+        if (!isHostError(err, 'ENOSPC')) throw err
+        file = bytes
+      }
     }
-    const tmp = `${path}.tmp`
-    await host.writeFile(tmp, file, { mode: 0o600 })
+    if (file === bytes) await host.writeFile(tmp, file, { mode: 0o600 })
     if (host.syncFile) await host.syncFile(tmp)
     await host.rename(tmp, path)
     this.#lines = records.length
     this.#bytes = bytes.length
-    this.#capacity = host.writeFileAt ? file.length : 0
+    this.#capacity = file.length > bytes.length ? file.length : 0
     this.#liveAtCompaction = records.length
   }
 }
