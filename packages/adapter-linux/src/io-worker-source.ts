@@ -46,13 +46,30 @@ export type IoStep =
   | readonly ['mkdir' | 'mkdirp', path: string, mode: number]
   | readonly ['setPermissions', path: string, permissions: number]
   | readonly ['writeFile', path: string, data: Uint8Array | string, mode: number]
+  /**
+   * statx(2) of `path` (not following a symlink); when it is not a mount root, mount(2) of the
+   * rest onto it. A symlink there, or a kernel whose statx cannot tell a mount root, ends the steps
+   * undecided (`[i, 'undecided']`): the main thread makes that step and the rest.
+   */
+  | readonly [
+      'mountUnlessMountPoint',
+      path: string,
+      source: string | null,
+      fstype: string | null,
+      flags: number,
+      data: string | null,
+      statxFlags: number,
+      statxMask: number,
+      mountRoot: number,
+    ]
 
 /**
  * Where `steps` ended: `[steps.length]` when every step was made, `[i]` at an `lstat` step that
- * found something, `[i, syscall, failure]` at the step whose call failed (`stat` or `chmod` for
+ * found something, `[i, 'undecided']` at a mount step the worker could not decide (see
+ * {@link IoStep}), `[i, syscall, failure]` at the step whose call failed (`stat` or `chmod` for
  * `setPermissions`).
  */
-export type FileStepsDone = readonly [stoppedAt: number] | readonly [failedAt: number, syscall: string, failure: IoFailure]
+export type FileStepsDone = readonly [stoppedAt: number] | readonly [undecidedAt: number, undecided: 'undecided'] | readonly [failedAt: number, syscall: string, failure: IoFailure]
 
 /**
  * Where `removeUnmounted` stopped: at `paths.length` when every path is done; else at the path that
@@ -230,6 +247,20 @@ const calls = {
       try {
         if (op === 'lstat') {
           if (fs.lstatSync(p, { throwIfNoEntry: false }) !== undefined && arg) return [i]
+        } else if (op === 'mountUnlessMountPoint') {
+          const [, , source, fstype, flags, data, statxFlags, statxMask, mountRoot] = steps[i]
+          syscall = 'statx'
+          const buf = new Uint8Array(256)
+          const view = new DataView(buf.buffer)
+          const s = result(libc().statx(AT_FDCWD, p, statxFlags, statxMask, buf))
+          if (s.ret < 0) throw { code: 'ERRNO', errno: s.errno, syscall, message: 'statx failed' }
+          // A symlink (stx_mode at 28), or no mount-root bit in stx_attributes_mask (at 56): undecided.
+          if ((view.getUint16(28, true) & 0o170000) === 0o120000 || (view.getUint32(56, true) & mountRoot) === 0) return [i, 'undecided']
+          if ((view.getUint32(8, true) & mountRoot) === 0) {
+            syscall = 'mount'
+            const m = result(libc().mount(source, p, fstype, flags, data))
+            if (m.ret < 0) throw { code: 'ERRNO', errno: m.errno, syscall, message: 'mount failed' }
+          }
         } else if (op === 'setPermissions') {
           syscall = 'stat'
           const s = fs.statSync(p, { throwIfNoEntry: false })

@@ -69,7 +69,18 @@ const IO_STALL_MS = 100
 const LARGE_WRITE = 1 << 20
 
 /** The call name a step's failure carries: the one its Host member's error gives. */
-const FILE_STEP_SYSCALLS: Readonly<Record<string, string | undefined>> = { lstat: 'lstat', mkdir: 'mkdir', mkdirp: 'mkdir', setPermissions: 'stat', stat: 'stat', chmod: 'chmod', writeFile: 'write' }
+const FILE_STEP_SYSCALLS: Readonly<Record<string, string | undefined>> = {
+  lstat: 'lstat',
+  mkdir: 'mkdir',
+  mkdirp: 'mkdir',
+  setPermissions: 'stat',
+  stat: 'stat',
+  chmod: 'chmod',
+  writeFile: 'write',
+  mountUnlessMountPoint: 'statx',
+}
+
+type MountStep = FileStep & { readonly op: 'mountUnlessMountPoint' }
 
 /** A step as the worker takes it: a recursive mkdir's path resolved, as {@link LinuxHost.mkdir} does. */
 function toIoStep(step: FileStep): IoStep {
@@ -82,7 +93,32 @@ function toIoStep(step: FileStep): IoStep {
       return ['setPermissions', step.path, step.permissions]
     case 'writeFile':
       return ['writeFile', step.path, step.data, step.mode ?? 0o666]
+    case 'mountUnlessMountPoint': {
+      const call = tmpfsCall(step) as MountCall
+      return ['mountUnlessMountPoint', normalPath(step.path), call.source, call.fstype, call.flags, call.data, c.AT_SYMLINK_NOFOLLOW | c.AT_STATX_DONT_SYNC, c.STATX_TYPE, c.STATX_ATTR_MOUNT_ROOT]
+    }
   }
+}
+
+/** A mount step's failure as its members give it: the mount's, or the mount-point check's. */
+function mountStepError(step: MountStep, syscall: string, failure: IoFailure): HostError {
+  const errno = failure.errno ?? osErrno.EIO
+  if (syscall === 'mount') return errnoError(errno, 'mount', step.path, describeMountCall(tmpfsCall(step) as MountCall))
+  if (errno === osErrno.ENOENT) return new HostError('ENOENT', 'isMountPoint', step.path, 'no such file or directory')
+  return errnoError(errno, 'statx', normalPath(step.path))
+}
+
+/**
+ * The one mount(2) of a step's new tmpfs, which the I/O worker makes within the steps; undefined for
+ * any other mount (a bind, a remount, a propagation change, another filesystem, one whose source
+ * may hang), made as the separate calls.
+ */
+function tmpfsCall(step: MountStep): MountCall | undefined {
+  const request: MountRequest = { ...step.mount, target: step.path }
+  if (request.fstype !== 'tmpfs' || request.bind || request.remount || request.propagation !== undefined) return undefined
+  const calls = planMount(request)
+  const call = calls[0]
+  return calls.length === 1 && call !== undefined && call.keepLockedFlags !== true ? call : undefined
 }
 
 /**
@@ -324,10 +360,30 @@ export class LinuxHost implements Host {
     const first = steps[0]
     if (first === undefined) return 0
     if (steps.some((step) => step.op === 'writeFile' && step.data.length > LARGE_WRITE)) return fileStepsOneByOne(this, steps)
+    // A mount the worker does not make within the steps (see tmpfsCall), or whose target the table
+    // lists (a mount point known with no call, a hung one included): the separate calls there.
+    const last = this.#table.lastTargets()
+    const split = steps.findIndex((step) => step.op === 'mountUnlessMountPoint' && (tmpfsCall(step) === undefined || last?.targets.has(normalPath(step.path)) === true))
+    if (split >= 0) {
+      const made = await this.fileSteps(steps.slice(0, split))
+      if (made < split) return made
+      await fileStepsOneByOne(this, steps.slice(split, split + 1))
+      return split + 1 + (await this.fileSteps(steps.slice(split + 1)))
+    }
     const io = steps.map(toIoStep)
-    const done = await this.#sys.fs(FILE_STEP_SYSCALLS[first.op] ?? first.op, io[0]?.[1] ?? first.path, (call) => this.#io.run<FileStepsDone>(['steps', io], call))
+    const mounting = steps.some((step) => step.op === 'mountUnlessMountPoint')
+    let done: FileStepsDone
+    try {
+      done = await this.#sys.fs(FILE_STEP_SYSCALLS[first.op] ?? first.op, io[0]?.[1] ?? first.path, (call) => this.#io.run<FileStepsDone>(['steps', io], call))
+    } finally {
+      if (mounting) this.#table.invalidate()
+    }
     if (done.length === 1) return done[0]
+    // A symlink at a mount step's target, or a kernel whose statx cannot tell: decided here.
+    if (done.length === 2) return done[0] + (await fileStepsOneByOne(this, steps.slice(done[0])))
     const [at, syscall, failure] = done
+    const step = steps[at]
+    if (step?.op === 'mountUnlessMountPoint') throw mountStepError(step, syscall, failure)
     throw toHostError(failure, FILE_STEP_SYSCALLS[syscall] ?? syscall, io[at]?.[1] ?? '')
   }
 

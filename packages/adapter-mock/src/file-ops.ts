@@ -236,7 +236,7 @@ export function allocateFile(state: HostState, path: string, sizeBytes: number):
  * the index of the `lstat` with `stopIfFound` that found something, else the number of steps; the
  * first step that throws ends it with that step's error.
  */
-export function fileSteps(state: HostState, steps: readonly FileStep[]): number {
+export function fileSteps(state: HostState, steps: readonly FileStep[], mountUnlessMountPoint: (step: FileStep & { readonly op: 'mountUnlessMountPoint' }) => void): number {
   for (let i = 0; i < steps.length; i++) {
     const step = steps[i] as FileStep
     switch (step.op) {
@@ -253,6 +253,9 @@ export function fileSteps(state: HostState, steps: readonly FileStep[]): number 
       }
       case 'writeFile':
         writeFile(state, step.path, step.data, step.mode === undefined ? undefined : { mode: step.mode })
+        break
+      case 'mountUnlessMountPoint':
+        mountUnlessMountPoint(step)
         break
     }
   }

@@ -321,8 +321,15 @@ export class MemoryHost implements Host {
    * made at once, in the same order, with the same results and errors.
    */
   async fileSteps(steps: readonly FileStep[]): Promise<number> {
+    // A mount other than a new tmpfs or bind changes lines of the table in place: the separate
+    // calls, as the mount alone would be made (see #run).
+    const inPlace = steps.some((step) => step.op === 'mountUnlessMountPoint' && !addsLinesOnly({ ...step.mount, target: step.path }))
     return await this.#call('fileSteps', [steps], steps[0]?.path, () =>
-      this.#faults.intercepting ? fileStepsOneByOne(this, steps) : files.fileSteps(this.#state, steps),
+      this.#faults.intercepting || inPlace
+        ? fileStepsOneByOne(this, steps)
+        : files.fileSteps(this.#state, steps, (step) => {
+            if (!mounts.isMountPoint(this.#state, step.path)) mounts.mount(this.#state, { ...step.mount, target: step.path })
+          }),
     )
   }
 

@@ -216,6 +216,12 @@ export type FileStep =
   | { readonly op: 'setPermissions'; readonly path: string; readonly permissions: number }
   /** {@link Host.writeFile}. */
   | { readonly op: 'writeFile'; readonly path: string; readonly data: Uint8Array | string; readonly mode?: number }
+  /**
+   * {@link Host.isMountPoint} of `path`, then, when it is not one, {@link Host.mount} of `mount`
+   * onto it: a memory volume's tmpfs, made in the same call as its directory, its mode and its
+   * marker. A host may make the separate calls for a mount it cannot make within the sequence.
+   */
+  | { readonly op: 'mountUnlessMountPoint'; readonly path: string; readonly mount: Omit<MountRequest, 'target'> }
 
 /** Files: the subset of POSIX the plugins need. */
 export interface Host {

@@ -12,7 +12,8 @@
  * after its records, zeros, and records are written into that room: a synced write then changes
  * neither the file's size nor its extents, so its fdatasync waits for the data alone and not for
  * the filesystem's own journal (on ext4, about 0.2 ms instead of 0.6-0.7). The records end at the
- * first zero byte. When the room runs out, the journal is compacted into a file with room again.
+ * first zero byte. When the room runs out, more zeros are written after it (the file doubles);
+ * a compaction makes a file with room again.
  */
 import type { UniquePodName, UniqueVolumeName } from '../api/names.js'
 import type { VolumeSpec } from '../api/volume-spec.js'
@@ -311,7 +312,7 @@ export class VolumeJournal {
           if (host.writeFileAt) {
             // Never an append behind the room (a reader stops at its first zero): written where the
             // records end, into the room, or past the end of a file made without room.
-            if (this.#capacity > 0 && this.#bytes + bytes.length > this.#capacity) await this.#compact(bytes.length)
+            if (this.#capacity > 0 && this.#bytes + bytes.length > this.#capacity) await this.#grow(bytes.length)
             await host.writeFileAt(path, this.#bytes, bytes, { sync: batch.sync })
           } else {
             await host.appendFile?.(path, bytes, { sync: batch.sync })
@@ -337,6 +338,24 @@ export class VolumeJournal {
       }
     } finally {
       this.#writing = false
+    }
+  }
+
+  /**
+   * More room at the end of the file, for at least `needed` bytes: zeros written past it, as much
+   * as the file holds (so the file doubles, and growths come ever further apart), not synced (the
+   * next synced record's fdatasync carries the new size, once). No record is encoded again. A
+   * filesystem too full for it leaves the file as it is: records then extend it.
+   */
+  async #grow(needed: number): Promise<void> {
+    const { host, path } = this.#o
+    const grow = Math.max(this.#o.minRoomBytes ?? MIN_ROOM_BYTES, this.#capacity, 2 * needed)
+    try {
+      await host.writeFileAt?.(path, this.#capacity, new Uint8Array(grow))
+      this.#capacity += grow
+    } catch (err) {
+      if (!isHostError(err, 'ENOSPC')) throw err
+      this.#capacity = 0
     }
   }
 

@@ -89,9 +89,10 @@ export interface EmptyDirSteps {
 /**
  * An emptyDir's set-up at `dir` (the kubelet's wrapper volume that configMap, secret, downwardAPI and
  * projected volumes live in, too): a 0777 directory (`mkdir -p`, then a chmod when the umask took
- * bits), with a tmpfs of `tmpfsBytes` mounted on it when given. Idempotent. On disk the steps,
- * `around`'s included, are one host call where the host has `fileSteps`; a tmpfs splits them at its
- * mount. False when a `before` step stopped it (nothing after that step was made).
+ * bits), with a tmpfs of `tmpfsBytes` mounted on it when given (unless one is mounted there
+ * already). Idempotent. The steps, `around`'s and the tmpfs's mount included, are one host call
+ * where the host has `fileSteps`. False when a `before` step stopped it (nothing after that step
+ * was made).
  */
 export async function setUpEmptyDirAt(host: Host, dir: string, tmpfsBytes: number | undefined, around: EmptyDirSteps = {}): Promise<boolean> {
   const before = around.before ?? []
@@ -99,12 +100,8 @@ export async function setUpEmptyDirAt(host: Host, dir: string, tmpfsBytes: numbe
   const make: FileStep = { op: 'mkdir', path: dir, recursive: true, mode: 0o777 }
   const mode: FileStep = { op: 'setPermissions', path: dir, permissions: 0o777 }
   if (tmpfsBytes === undefined) return (await runFileSteps(host, [...before, make, mode, ...after])) >= before.length
-  if ((await runFileSteps(host, [...before, make])) < before.length) return false
-  if (!(await host.isMountPoint(dir))) {
-    await host.mount({ source: 'tmpfs', target: dir, fstype: 'tmpfs', options: [tmpfsSizeOption(tmpfsBytes)] })
-  }
-  await runFileSteps(host, [mode, ...after])
-  return true
+  const tmpfs: FileStep = { op: 'mountUnlessMountPoint', path: dir, mount: { source: 'tmpfs', fstype: 'tmpfs', options: [tmpfsSizeOption(tmpfsBytes)] } }
+  return (await runFileSteps(host, [...before, make, tmpfs, mode, ...after])) >= before.length
 }
 
 /**

@@ -57,6 +57,64 @@ export function fileStepsContract({ h, p, read }: ContractContext): void {
     await expectHostError(runFileSteps(h(), [{ op: 'mkdir', path: p('made') }]), 'EEXIST')
   })
 
+  /** A memory emptyDir's set-up: the steps of `setUp()` with its tmpfs mounted after the directory is made. */
+  const memorySetUp = (options: readonly string[] = ['size=1m']): FileStep[] => {
+    const steps = setUp()
+    steps.splice(2, 0, { op: 'mountUnlessMountPoint', path: p('pod', 'volumes', 'v'), mount: { source: 'tmpfs', fstype: 'tmpfs', options } })
+    return steps
+  }
+  const mountsAt = async (target: string): Promise<number> => (await h().mounts()).filter((m) => m.target === target).length
+
+  it('mountUnlessMountPoint mounts onto a directory that is not a mount point, and not again onto one that is', async () => {
+    const dir = p('pod', 'volumes', 'v')
+    expect(await runFileSteps(h(), memorySetUp())).toBe(6)
+    expect(await h().isMountPoint(dir)).toBe(true)
+    expect(await mountsAt(dir)).toBe(1)
+    // The steps after the mount are made on the tmpfs: its root's permission bits (0777; the sticky
+    // bit a tmpfs root has is kept), then the marker beside it.
+    expect(await h().stat(dir)).toMatchObject({ type: 'directory', mode: 0o1777 })
+    expect(await read(p('plugin', 'v', 'ready'))).toBe('x')
+    await h().writeFile(p('pod', 'volumes', 'v', 'on-tmpfs'), 'kept')
+    // Again (a restart's set-up): the tmpfs that is there stays, with what is on it.
+    expect(await runFileSteps(h(), memorySetUp().slice(1))).toBe(5)
+    expect(await mountsAt(dir)).toBe(1)
+    expect(await read(p('pod', 'volumes', 'v', 'on-tmpfs'))).toBe('kept')
+    await h().unmount(dir)
+    expect(await h().lstat(p('pod', 'volumes', 'v', 'on-tmpfs'))).toBeNull()
+  })
+
+  it('mountUnlessMountPoint follows a symlink at the target as isMountPoint and mount do', async () => {
+    await h().mkdir(p('real'))
+    await h().symlink(p('real'), p('link'))
+    const step: FileStep = { op: 'mountUnlessMountPoint', path: p('link'), mount: { source: 'tmpfs', fstype: 'tmpfs', options: ['size=1m'] } }
+    expect(await runFileSteps(h(), [step, { op: 'writeFile', path: p('link', 'f'), data: 'on it' }])).toBe(2)
+    expect(await h().isMountPoint(p('real'))).toBe(true)
+    expect(await runFileSteps(h(), [step])).toBe(1)
+    expect(await mountsAt(p('real'))).toBe(1)
+    expect(await read(p('real', 'f'))).toBe('on it')
+    await h().unmount(p('real'))
+  })
+
+  it('a mount step that fails ends the steps with the mount’s error (or the check’s), and makes nothing after it', async () => {
+    const dir = p('pod', 'volumes', 'v')
+    // tmpfs refuses a size it cannot read: the mount's EINVAL, naming the directory.
+    const refused = await expectHostError(runFileSteps(h(), memorySetUp(['size=lots'])), 'EINVAL')
+    expect(refused.syscall).toBe('mount')
+    expect((await h().lstat(dir))?.type).toBe('directory')
+    expect(await h().isMountPoint(dir)).toBe(false)
+    expect(await h().lstat(p('plugin', 'v'))).toBeNull()
+    // No directory to mount onto: the check's ENOENT.
+    const missing = await expectHostError(
+      runFileSteps(h(), [
+        { op: 'mountUnlessMountPoint', path: p('nowhere', 'v'), mount: { source: 'tmpfs', fstype: 'tmpfs', options: ['size=1m'] } },
+        { op: 'mkdir', path: p('after') },
+      ]),
+      'ENOENT',
+    )
+    expect(missing.path).toBe(p('nowhere', 'v'))
+    expect(await h().lstat(p('after'))).toBeNull()
+  })
+
   it('setPermissions changes only the permission bits, keeps setgid, and passes over a missing path', async () => {
     await h().mkdir(p('d'))
     await h().chmod(p('d'), 0o2750)

@@ -14,7 +14,7 @@ export function runFileSteps(host: Host, steps: readonly FileStep[]): Promise<nu
 }
 
 /** {@link runFileSteps} as one Host call per step (two for a `setPermissions` that changes the mode). */
-export async function fileStepsOneByOne(host: Pick<Host, 'lstat' | 'stat' | 'mkdir' | 'chmod' | 'writeFile'>, steps: readonly FileStep[]): Promise<number> {
+export async function fileStepsOneByOne(host: Pick<Host, 'lstat' | 'stat' | 'mkdir' | 'chmod' | 'writeFile' | 'isMountPoint' | 'mount'>, steps: readonly FileStep[]): Promise<number> {
   for (let i = 0; i < steps.length; i++) {
     const step = steps[i] as FileStep
     switch (step.op) {
@@ -31,6 +31,9 @@ export async function fileStepsOneByOne(host: Pick<Host, 'lstat' | 'stat' | 'mkd
       }
       case 'writeFile':
         await host.writeFile(step.path, step.data, step.mode === undefined ? undefined : { mode: step.mode })
+        break
+      case 'mountUnlessMountPoint':
+        if (!(await host.isMountPoint(step.path))) await host.mount({ ...step.mount, target: step.path })
         break
     }
   }
