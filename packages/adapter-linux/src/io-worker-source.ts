@@ -30,9 +30,21 @@ export type IoOp =
   /**
    * Per path in order: statx(path, flags, mask), skipped when missing; a mount root (`mountRoot` in
    * stx_attributes) stops with EBUSY; else rmdir(2) when statx saw a directory, unlink(2) when
-   * anything else, skipped when missing. → {@link RemoveUnmounted}.
+   * anything else, skipped when missing. With `unmountLast`, a mount root at the last path is
+   * umount2(2)'d with `umountFlags` first (EINVAL, nothing mounted there by then, is no failure),
+   * then rmdir(2)'d (EBUSY for a mount still there); `lastListed` says the mount table lists it, and
+   * its statx is not made. → {@link RemoveUnmounted}.
    */
-  | readonly ['removeUnmounted', paths: readonly string[], flags: number, mask: number, mountRoot: number]
+  | readonly [
+      'removeUnmounted',
+      paths: readonly string[],
+      flags: number,
+      mask: number,
+      mountRoot: number,
+      unmountLast: boolean,
+      umountFlags: number,
+      lastListed: boolean,
+    ]
   /** Each step as the call of the same name (`lstat`, `mkdir`, `mkdirp`, `writeFile`) or a stat and a chmod. → {@link FileStepsDone}. */
   | readonly ['steps', steps: readonly IoStep[]]
 
@@ -158,7 +170,7 @@ function fields(s) {
   return s === undefined ? null : [s.mode, s.uid, s.gid, s.size, s.dev, s.ino, s.mtimeMs, s.rdev]
 }
 const AT_FDCWD = -100
-const { ENOENT, EBUSY } = require('node:os').constants.errno
+const { ENOENT, EBUSY, EINVAL } = require('node:os').constants.errno
 const calls = {
   lstat: (p) => fields(fs.lstatSync(p, { throwIfNoEntry: false })),
   stat: (p) => fields(fs.statSync(p, { throwIfNoEntry: false })),
@@ -215,10 +227,32 @@ const calls = {
     const r = result(libc().statx(AT_FDCWD, p, flags, mask, buf))
     return r.ret < 0 ? r : { ret: r.ret, errno: 0, buf }
   },
-  removeUnmounted: (paths, flags, mask, mountRoot) => {
+  removeUnmounted: (paths, flags, mask, mountRoot, unmountLast, umountFlags, lastListed) => {
     const buf = new Uint8Array(256)
     const view = new DataView(buf.buffer)
     for (let i = 0; i < paths.length; i++) {
+      if (unmountLast && i === paths.length - 1) {
+        const mounted = lastListed || (() => {
+          const r = result(libc().statx(AT_FDCWD, paths[i], flags, mask, buf))
+          if (r.ret < 0) return r.errno === ENOENT ? 'missing' : r
+          if ((view.getUint32(56, true) & mountRoot) === 0) return 'unsure'
+          return (view.getUint32(8, true) & mountRoot) !== 0
+        })()
+        if (mounted === 'missing') continue
+        if (mounted === 'unsure') return [i, 0, '']
+        if (typeof mounted === 'object') return [i, mounted.errno, 'statx']
+        if (mounted) {
+          const u = result(libc().umount2(paths[i], umountFlags))
+          if (u.ret < 0 && u.errno !== EINVAL) return [i, u.errno, 'umount2']
+          try {
+            fs.rmdirSync(paths[i])
+          } catch (err) {
+            if (err.code === 'ENOENT') continue
+            return [i, Math.abs(err.errno), err.syscall]
+          }
+          continue
+        }
+      }
       const r = result(libc().statx(AT_FDCWD, paths[i], flags, mask, buf))
       if (r.ret < 0) {
         if (r.errno === ENOENT) continue

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process'
-import { readFileSync } from 'node:fs'
+import { closeSync, openSync, readFileSync } from 'node:fs'
 import { silentLogger } from '@kubevol/core'
 import { VolumeJournal } from '@kubevol/core/engine'
 import { expectHostError } from '@kubevol/core/testing/host-contract'
@@ -220,6 +220,26 @@ describeAsRoot('linux host: mounts on the real kernel', () => {
       expect([...reopened.volumes().keys()].sort()).toEqual(['p/after', 'p/before'])
     } finally {
       execFileSync('umount', [p('small')])
+    }
+  })
+
+  it('removeUnmounted with unmountLast: a busy tmpfs fails with the unmount’s error and stays mounted with its files', async () => {
+    const { host, p } = h()
+    await host.mkdir(p('m'))
+    await host.mount({ source: 'tmpfs', target: p('m'), fstype: 'tmpfs' })
+    await host.writeFile(p('m', 'open'), 'held open')
+    await host.writeFile(p('marker'), '')
+    const fd = openSync(p('m', 'open'), 'r')
+    try {
+      const err = await expectHostError(host.removeUnmounted?.([p('marker'), p('m')], { unmountLast: true }) as Promise<void>, 'EBUSY')
+      expect(err.syscall).toBe('umount')
+      expect(err.path).toBe(p('m'))
+      expect(await host.lstat(p('marker'))).toBeNull()
+      expect(await host.isMountPoint(p('m'))).toBe(true)
+      expect(readFileSync(p('m', 'open'), 'utf8')).toBe('held open')
+    } finally {
+      closeSync(fd)
+      await host.unmount(p('m'))
     }
   })
 

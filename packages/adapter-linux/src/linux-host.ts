@@ -19,6 +19,7 @@ import type {
   MountEntry,
   MountRequest,
   PathHolders,
+  RemoveUnmountedOptions,
   RootLock,
   SELinux,
   SubPaths,
@@ -325,29 +326,52 @@ export class LinuxHost implements Host {
    * a mount point known with no call: the paths before it are the one call, and from it on (and on
    * a kernel whose statx cannot tell a mount root) each path is checked and removed as two calls.
    */
-  async removeUnmounted(paths: readonly string[]): Promise<void> {
+  async removeUnmounted(paths: readonly string[], options?: RemoveUnmountedOptions): Promise<void> {
     const normalized = paths.map(normalPath)
     const first = normalized[0]
     if (first === undefined) return
+    const unmountLast = options?.unmountLast === true
     // A path the current table lists is a mount point known with no call: the paths before it are
-    // the worker's call, and the check of it ends the rest (EBUSY) with no call either.
+    // the worker's call, and the check of it ends the rest (EBUSY) with no call either; the last
+    // one, to be unmounted, is unmounted there with no statx.
     const last = this.#table.lastTargets()
     const listed = last?.current ? normalized.findIndex((p) => last.targets.has(p)) : -1
-    const upTo = listed < 0 ? normalized.length : listed
+    const lastListed = unmountLast && listed === normalized.length - 1
+    const upTo = listed < 0 || lastListed ? normalized.length : listed
     let from = 0
     if (upTo > 0) {
-      const [stoppedAt, errno, syscall] = await this.#sys.fs('unlink', first, (call) =>
-        this.#io.run<RemoveUnmounted>(['removeUnmounted', normalized.slice(0, upTo), c.AT_SYMLINK_NOFOLLOW | c.AT_STATX_DONT_SYNC, c.STATX_TYPE, c.STATX_ATTR_MOUNT_ROOT], call),
-      )
+      let done: RemoveUnmounted
+      try {
+        done = await this.#sys.fs('unlink', first, (call) =>
+          this.#io.run<RemoveUnmounted>(
+            [
+              'removeUnmounted',
+              normalized.slice(0, upTo),
+              c.AT_SYMLINK_NOFOLLOW | c.AT_STATX_DONT_SYNC,
+              c.STATX_TYPE,
+              c.STATX_ATTR_MOUNT_ROOT,
+              unmountLast && upTo === normalized.length,
+              c.UMOUNT_NOFOLLOW,
+              lastListed,
+            ],
+            call,
+          ),
+        )
+      } finally {
+        if (unmountLast) this.#table.invalidate()
+      }
+      const [stoppedAt, errno, syscall] = done
       from = stoppedAt
       const path = paths[stoppedAt]
       if (path === undefined) return
       if (stoppedAt < upTo) {
         if (syscall === 'statx' && errno === osErrno.EBUSY) throw new HostError('EBUSY', 'remove', path, 'a mount point')
+        // The unmount's own error, as unmount gives it.
+        if (syscall === 'umount2') throw errnoError(errno, 'umount', path)
         if (errno !== 0) throw errnoError(errno, syscall, path)
       }
     }
-    await removeUnmountedOneByOne(this, paths.slice(from))
+    await removeUnmountedOneByOne(this, paths.slice(from), unmountLast ? { unmountLast } : undefined)
   }
 
   /**

@@ -17,10 +17,11 @@ import type {
   MountRequest,
   PathHolders,
   RootLock,
+  RemoveUnmountedOptions,
   UnmountOptions,
 } from '@kubevol/core'
 import { HostError, systemClock } from '@kubevol/core'
-import { fileStepsOneByOne } from '@kubevol/core/host'
+import { fileStepsOneByOne, removeUnmountedOneByOne } from '@kubevol/core/host'
 import type { CallRunner } from './capabilities.js'
 import { createBlockDevices, createFilesystems, createLoopDevices, createStatfs } from './capabilities.js'
 import * as devices from './device-ops.js'
@@ -309,8 +310,16 @@ export class MemoryHost implements Host {
     return this.#call('remove', [path], path, () => removal.remove(this.#state, path))
   }
 
-  removeUnmounted(paths: readonly string[]): Promise<void> {
-    return this.#call('removeUnmounted', [paths], paths[0], () => removal.removeUnmounted(this.#state, paths))
+  /**
+   * In one call; with `unmountLast` and a fault or interceptor set, as the separate checks,
+   * unmount and removes, so that each is a call of its own (a crash point, a fault's target).
+   */
+  async removeUnmounted(paths: readonly string[], options?: RemoveUnmountedOptions): Promise<void> {
+    await this.#call('removeUnmounted', [paths, options], paths[0], () =>
+      options?.unmountLast === true && this.#faults.intercepting
+        ? removeUnmountedOneByOne(this, paths, options)
+        : removal.removeUnmounted(this.#state, paths, options?.unmountLast === true ? (path) => mounts.unmount(this.#state, path, { noFollow: true }) : undefined),
+    )
   }
 
   /**

@@ -51,13 +51,20 @@ export function remove(state: HostState, path: string): void {
 
 /**
  * `removeUnmounted`: each path removed in order, a missing one skipped; a mount point ends it with
- * EBUSY as a check before the remove, so it is not a breach.
+ * EBUSY as a check before the remove, so it is not a breach. Given `unmountLast`, a mount point at
+ * the last path is unmounted with it once first (a failure ends it with the unmount's error).
  */
-export function removeUnmounted(state: HostState, paths: readonly string[]): void {
-  for (const path of paths) {
+export function removeUnmounted(state: HostState, paths: readonly string[], unmountLast?: (path: string) => void): void {
+  for (const [i, path] of paths.entries()) {
     try {
       removeOne(state, path, false)
     } catch (err) {
+      if (unmountLast && i === paths.length - 1 && isHostError(err, 'EBUSY')) {
+        // A mount point: unmounted once, then removed, or EBUSY again for one stacked below.
+        unmountLast(path)
+        removeOne(state, path, false)
+        continue
+      }
       if (!isHostError(err, 'ENOENT')) throw err
     }
   }

@@ -50,6 +50,7 @@ export type {
   MountEntry,
   MountRequest,
   PathHolders,
+  RemoveUnmountedOptions,
   RootLock,
   SELinux,
   SubPaths,

@@ -61,6 +61,12 @@ export interface MountRequest {
   readonly propagation?: 'shared' | 'slave' | 'private'
 }
 
+/** Options of {@link Host.removeUnmounted}. */
+export interface RemoveUnmountedOptions {
+  /** Unmount the last path first when it is a mount point. */
+  readonly unmountLast?: boolean
+}
+
 export interface UnmountOptions {
   /** `MNT_DETACH`: lazy unmount. */
   readonly lazy?: boolean
@@ -296,9 +302,13 @@ export interface Host {
    * where the host can make it one (a volume's mount directory, the file beside it, their parent).
    * A missing path is skipped. A mount point ends it with EBUSY before any remove is tried on it;
    * any other failure (ENOTEMPTY) ends it too. The error names the path it ended at, and the paths
-   * after it are left as they are.
+   * after it are left as they are. With `unmountLast`, the last path, when it is a mount point, is
+   * unmounted first as {@link Host.unmount} does (once, not following a symlink; one that is gone
+   * by then is no error), then removed: a failed unmount ends it with the unmount's error, and a
+   * mount point still there after it with EBUSY (a memory emptyDir: its marker, the marker's
+   * directory, then its tmpfs and directory).
    */
-  removeUnmounted?(paths: readonly string[]): Promise<void>
+  removeUnmounted?(paths: readonly string[], options?: RemoveUnmountedOptions): Promise<void>
   /**
    * Makes `steps` in order, each one as its Host member would, as one call where the host can make
    * it one (an emptyDir's set-up: its directory, its mode, its marker's directory, the marker).

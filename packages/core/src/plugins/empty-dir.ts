@@ -9,7 +9,7 @@ import { HostError, isHostError } from '../errors.js'
 import type { FileStep, FsStats, Host } from '../host/host.js'
 import { joinPath } from '../paths.js'
 import type { Mounter, MounterArgs, VolumePlugin, VolumePluginContext } from './plugin.js'
-import { unmountMountPoint } from './util/cleanup-mount-point.js'
+import { unmountFailed, unmountMountPoint } from './util/cleanup-mount-point.js'
 import { runFileSteps } from './util/file-steps.js'
 import { applyFsGroup } from './util/fs-group.js'
 
@@ -144,16 +144,18 @@ export function createEmptyDirPlugin(options: EmptyDirPluginOptions = {}): Volum
           const marker = joinPath(plugin, 'ready')
           // The ready marker first (a crash from here on sets the volume up again), then what is
           // left of its directory, then the volume's directory, unmounted first if it is a mount
-          // point. Usually all three are a file and two empty directories, and none a mount point:
-          // then one call where the host can make it one, which stops before a mount point and at
-          // anything in the way.
+          // point (a memory volume's tmpfs). Usually all three are a file and two empty
+          // directories, the last one with a tmpfs or none: then one call where the host can make
+          // it one, which stops at anything in the way.
           if (host.removeUnmounted) {
             try {
-              await host.removeUnmounted([marker, plugin, dir])
+              await host.removeUnmounted([marker, plugin, dir], { unmountLast: true })
               return
             } catch (err) {
-              // Stopped at the volume's directory (a tmpfs mounted there, files left in it, a
-              // broken mount): the marker and its directory are gone; the long way from there.
+              // The tmpfs could not be unmounted (busy): the tear-down fails as its unmount's would.
+              if (err instanceof HostError && err.path === dir && err.syscall === 'umount') throw unmountFailed(dir, err)
+              // Stopped at the volume's directory (files left in it, a broken mount, a mount still
+              // there after the unmount): the marker and its directory are gone; the long way from there.
               if (err instanceof HostError && err.path === dir) {
                 // EBUSY: its check found the tmpfs mounted, so it is unmounted with no second look
                 // (and looked at after all if the unmount finds nothing there).

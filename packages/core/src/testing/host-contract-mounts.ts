@@ -205,6 +205,55 @@ export function mountsContract(contract: ContractContext): void {
     expect(await h().lstat(p('pod', 'other'))).toBeNull()
   })
 
+  it('removeUnmounted with unmountLast unmounts a tmpfs at the last path, then removes it; a mount point before it still ends it', async () => {
+    const dir = p('pod', 'volumes', 'm')
+    const marker = p('pod', 'plugins', 'm', 'ready')
+    const paths = [marker, p('pod', 'plugins', 'm'), dir]
+    // Whether or not the host has read its mount table since the mount.
+    for (const readTable of [false, true]) {
+      await h().mkdir(dir, { recursive: true })
+      await h().mkdir(p('pod', 'plugins', 'm'), { recursive: true })
+      await h().writeFile(marker, '')
+      await tmpfs(dir)
+      await h().writeFile(p('pod', 'volumes', 'm', 'on-tmpfs'), 'gone with the tmpfs')
+      if (readTable) await h().mounts()
+      await removeUnmounted(h(), paths, { unmountLast: true })
+      for (const path of paths) expect(await h().lstat(path)).toBeNull()
+      expect((await h().mounts()).some((m) => m.target === dir)).toBe(false)
+    }
+    // Not a mount point: removed as the others.
+    await h().mkdir(dir, { recursive: true })
+    await removeUnmounted(h(), [dir], { unmountLast: true })
+    expect(await h().lstat(dir)).toBeNull()
+    // Only the last path is unmounted: a mount point before it ends it with EBUSY, nothing unmounted.
+    await h().mkdir(p('pod', 'first'), { recursive: true })
+    await h().mkdir(dir, { recursive: true })
+    await tmpfs(p('pod', 'first'))
+    expect((await expectHostError(removeUnmounted(h(), [p('pod', 'first'), dir], { unmountLast: true }), 'EBUSY')).path).toBe(p('pod', 'first'))
+    expect(await h().isMountPoint(p('pod', 'first'))).toBe(true)
+    expect((await h().lstat(dir))?.type).toBe('directory')
+    await h().unmount(p('pod', 'first'))
+  })
+
+  it('removeUnmounted with unmountLast unmounts once: a mount stacked below is left (EBUSY), files below the tmpfs are kept (ENOTEMPTY)', async () => {
+    const dir = p('pod', 'volumes', 'm')
+    await h().mkdir(dir, { recursive: true })
+    await tmpfs(dir)
+    await h().writeFile(p('pod', 'volumes', 'm', 'lower'), 'on the first tmpfs')
+    await tmpfs(dir)
+    const stacked = await expectHostError(removeUnmounted(h(), [p('pod', 'before'), dir], { unmountLast: true }), 'EBUSY')
+    expect(stacked.path).toBe(dir)
+    expect(await h().isMountPoint(dir)).toBe(true)
+    expect(await read(p('pod', 'volumes', 'm', 'lower'))).toBe('on the first tmpfs')
+    await h().unmount(dir)
+    // A file in the directory below the tmpfs: the tmpfs goes, the directory and the file stay.
+    await h().writeFile(p('pod', 'volumes', 'm', 'below'), 'under the mount')
+    await tmpfs(dir)
+    expect((await expectHostError(removeUnmounted(h(), [dir], { unmountLast: true }), 'ENOTEMPTY')).path).toBe(dir)
+    expect(await h().isMountPoint(dir)).toBe(false)
+    expect(await read(p('pod', 'volumes', 'm', 'below'))).toBe('under the mount')
+  })
+
   it('removeAll refuses to cross a mount point (EBUSY) and leaves the mounted data intact', async () => {
     await h().mkdir(p('pod', 'volumes', 'vol'), { recursive: true })
     await h().mkdir(p('data'))

@@ -32,6 +32,11 @@ async function mountStateOf(host: Host, path: string): Promise<'missing' | 'moun
   }
 }
 
+/** The error of a tear-down whose unmount of `path` failed (a busy mount). */
+export function unmountFailed(path: string, err: unknown, corrupted = false): Error {
+  return new Error(`failed to unmount path ${path}${corrupted ? ' (a corrupted mount)' : ''}: ${errorMessage(err)}`, { cause: err })
+}
+
 /**
  * Unmounts `path` once when it is a mount point (a corrupted one included) and checks that it is
  * no longer one. Returns false when `path` does not exist. Throws, having removed nothing, when
@@ -54,7 +59,7 @@ export async function unmountMountPoint(host: Host, path: string, options: { rea
     // The check follows a symlink at `path`, the unmount does not: a link to a mount point is
     // not one, and it is the link that is removed.
     if (isHostError(err, 'EINVAL') && (await host.lstat(path))?.type === 'symlink') return true
-    throw new Error(`failed to unmount path ${path}${state === 'corrupted' ? ' (a corrupted mount)' : ''}: ${errorMessage(err)}`, { cause: err })
+    throw unmountFailed(path, err, state === 'corrupted')
   }
   // A caller whose next step refuses a mount point by itself (a remove that never crosses a
   // mount) skips the check: that step says it.

@@ -3,7 +3,7 @@
  * parent), as the kubelet's removals one after another, never trying to remove a mount point.
  */
 import { HostError, isHostError } from '../../errors.js'
-import type { Host } from '../../host/host.js'
+import type { Host, RemoveUnmountedOptions } from '../../host/host.js'
 import { isCorruptedMountError } from './cleanup-mount-point.js'
 
 /** The calls that look at a path before its remove: their failing as a broken mount's does means a mount point is there. */
@@ -23,19 +23,29 @@ function asMountPoint(err: unknown): unknown {
  * failure. The paths after the one it ended at stay: a directory still mounted keeps its parent
  * and the files beside it. One host call where the host has `removeUnmounted`.
  */
-export async function removeUnmounted(host: Host, paths: readonly string[]): Promise<void> {
+export async function removeUnmounted(host: Host, paths: readonly string[], options?: RemoveUnmountedOptions): Promise<void> {
   try {
-    await (host.removeUnmounted ? host.removeUnmounted(paths) : removeUnmountedOneByOne(host, paths))
+    await (host.removeUnmounted ? host.removeUnmounted(paths, options) : removeUnmountedOneByOne(host, paths, options))
   } catch (err) {
     throw asMountPoint(err)
   }
 }
 
-/** {@link removeUnmounted} as a mount-point check and a remove per path: two calls each. */
-export async function removeUnmountedOneByOne(host: Pick<Host, 'isMountPoint' | 'remove'>, paths: readonly string[]): Promise<void> {
-  for (const path of paths) {
+/**
+ * {@link removeUnmounted} as a mount-point check and a remove per path: two calls each. With
+ * `unmountLast`, a mount point at the last path is unmounted and checked again before its remove.
+ */
+export async function removeUnmountedOneByOne(host: Pick<Host, 'isMountPoint' | 'remove' | 'unmount'>, paths: readonly string[], options?: RemoveUnmountedOptions): Promise<void> {
+  for (const [i, path] of paths.entries()) {
     try {
-      if (await host.isMountPoint(path)) throw new HostError('EBUSY', 'remove', path, 'a mount point')
+      if (await host.isMountPoint(path)) {
+        if (options?.unmountLast !== true || i < paths.length - 1) throw new HostError('EBUSY', 'remove', path, 'a mount point')
+        await host.unmount(path).catch((err: unknown) => {
+          // Unmounted by someone else since the check.
+          if (!isHostError(err, 'EINVAL')) throw err
+        })
+        if (await host.isMountPoint(path)) throw new HostError('EBUSY', 'remove', path, 'a mount point')
+      }
       await host.remove(path)
     } catch (err) {
       if (!isHostError(err, 'ENOENT')) throw asMountPoint(err)
