@@ -159,13 +159,27 @@ export function writeFileAt(state: HostState, path: string, offset: number, data
   if (node.type !== 'file') throw new HostError('EINVAL', 'open', path, 'not a regular file')
   assertWritable(mount, 'write', path)
   const old = node.data
-  const needed = Math.max(old.length, offset + data.length)
-  if (!node.fs.hasRoom(needed - old.length)) throw new HostError('ENOSPC', 'write', path, 'no space left on device')
-  const next = new Uint8Array(needed)
-  next.set(old)
-  next.set(data, offset)
+  const end = offset + data.length
   node.image = null
-  node.fs.setData(node, next)
+  if (end <= old.length) {
+    // In place: the bytes are the file's own (readFile and writeFile copy), as pwrite into blocks
+    // the file has. A journal writing into its room does this for every record.
+    old.set(data, offset)
+    node.fs.touch(node)
+    return
+  }
+  if (!node.fs.hasRoom(end - old.length)) throw new HostError('ENOSPC', 'write', path, 'no space left on device')
+  // Past the end: into the spare room appends keep, so a file grown in small writes is not copied each time.
+  let room = appendRoom.get(node)
+  if (!room || room.buffer !== old.buffer || room.length < end) {
+    room = new Uint8Array(Math.max(end, old.length * 2, 4096))
+    room.set(old)
+    appendRoom.set(node, room)
+  }
+  // A hole between the end and the offset reads as zeros.
+  room.fill(0, old.length, offset)
+  room.set(data, offset)
+  node.fs.setData(node, room.subarray(0, end))
 }
 
 /** symlink(2): `target` is stored verbatim and may dangle. */

@@ -86,3 +86,23 @@ describe('createMemoryHost', () => {
     expect([await text('/a'), await text('/b'), await text('/c'), await text('/d')]).toEqual(['appended', 'written', '', 'x'])
   })
 })
+
+describe('writeFileAt on the memory host', () => {
+  it('writes in place within the file, grows it past the end with zeros in any hole, and leaves what readFile returned earlier as it was', async () => {
+    const host = createMemoryHost()
+    await host.writeFile('/log', new Uint8Array(8))
+    const before = await host.readFile('/log')
+    await host.writeFileAt('/log', 2, new Uint8Array([1, 2]))
+    expect([...before]).toEqual([0, 0, 0, 0, 0, 0, 0, 0])
+    expect([...(await host.readFile('/log'))]).toEqual([0, 0, 1, 2, 0, 0, 0, 0])
+    // Past the end, leaving a hole: zeros between.
+    await host.writeFileAt('/log', 10, new Uint8Array([3]))
+    expect([...(await host.readFile('/log'))]).toEqual([0, 0, 1, 2, 0, 0, 0, 0, 0, 0, 3])
+    // Many small writes past the end, as a journal without room makes them.
+    for (let i = 0; i < 1000; i++) await host.writeFileAt('/log', 11 + i, new Uint8Array([i % 256]))
+    const all = await host.readFile('/log')
+    expect(all.length).toBe(1011)
+    expect(all[1010]).toBe(999 % 256)
+    expect((await host.stat('/log'))?.size).toBe(1011)
+  })
+})
