@@ -8,6 +8,7 @@ import { type Logger, type Pod, HostError } from '@kubevol/core'
 import { cleanupMountPoint, createBuiltinPlugins } from '@kubevol/core/plugins'
 import { buildPod, createFakeClock, createHarness, fakeVolume, type Harness } from '@kubevol/core/testing'
 import { afterEach, describe, expect, it } from 'vitest'
+import { watchCalls } from './setup.js'
 
 const ROOT = '/var/lib/kubevol'
 const OUTSIDE = '/srv/elsewhere'
@@ -158,16 +159,8 @@ describe("a memory emptyDir's tear-down", () => {
    */
   function callsAbout(host: ReturnType<typeof createMemoryHost>, path: string, { inner = true } = {}): string[] {
     const seen: string[] = []
-    let inside = 0
-    host.intercept(async (call, next) => {
-      if ((inner || inside === 0) && (call.path === path || (call.method === 'removeUnmounted' && (call.args[0] as string[]).includes(path)))) seen.push(call.method)
-      if (call.method !== 'removeUnmounted') return next()
-      inside++
-      try {
-        return await next()
-      } finally {
-        inside--
-      }
+    watchCalls(host, (call, outer) => {
+      if ((inner || outer) && (call.path === path || (call.method === 'removeUnmounted' && (call.args[0] as string[]).includes(path)))) seen.push(call.method)
     })
     return seen
   }

@@ -264,44 +264,45 @@ describe('VolumeJournal.record', () => {
   })
 })
 
+/** A host of files in memory that writes at offsets, counting its calls. */
+function roomHost(limit = { bytes: Number.POSITIVE_INFINITY }) {
+  const files = new Map<string, Uint8Array>()
+  const calls: { method: string; offset?: number; length: number; sync?: boolean }[] = []
+  const host = {
+    readFile: async (path: string) => {
+      const data = files.get(path)
+      if (!data) throw new HostError('ENOENT', 'open', path, 'no such file or directory')
+      return data.slice()
+    },
+    mkdir: async () => undefined,
+    writeFile: async (path: string, data: Uint8Array) => {
+      calls.push({ method: 'writeFile', length: data.length })
+      if (data.length > limit.bytes) throw new HostError('ENOSPC', 'write', path, 'no space left on device')
+      files.set(path, data.slice())
+    },
+    syncFile: async () => undefined,
+    rename: async (from: string, to: string) => {
+      files.set(to, files.get(from) as Uint8Array)
+      files.delete(from)
+    },
+    appendFile: async () => {
+      calls.push({ method: 'appendFile', length: 0 })
+      throw new Error('appended')
+    },
+    writeFileAt: async (path: string, offset: number, data: Uint8Array, options?: { readonly sync?: boolean }) => {
+      calls.push({ method: 'writeFileAt', offset, length: data.length, sync: options?.sync === true })
+      const old = files.get(path)
+      if (!old) throw new HostError('ENOENT', 'open', path, 'no such file or directory')
+      const next = new Uint8Array(Math.max(old.length, offset + data.length))
+      next.set(old)
+      next.set(data, offset)
+      files.set(path, next)
+    },
+  } as unknown as Host
+  return { host, files, calls, limit }
+}
+
 describe('VolumeJournal with room made in its file (writeFileAt)', () => {
-  /** A host of files in memory that writes at offsets, counting its calls. */
-  function roomHost(limit = { bytes: Number.POSITIVE_INFINITY }) {
-    const files = new Map<string, Uint8Array>()
-    const calls: { method: string; offset?: number; length: number; sync?: boolean }[] = []
-    const host = {
-      readFile: async (path: string) => {
-        const data = files.get(path)
-        if (!data) throw new HostError('ENOENT', 'open', path, 'no such file or directory')
-        return data.slice()
-      },
-      mkdir: async () => undefined,
-      writeFile: async (path: string, data: Uint8Array) => {
-        calls.push({ method: 'writeFile', length: data.length })
-        if (data.length > limit.bytes) throw new HostError('ENOSPC', 'write', path, 'no space left on device')
-        files.set(path, data.slice())
-      },
-      syncFile: async () => undefined,
-      rename: async (from: string, to: string) => {
-        files.set(to, files.get(from) as Uint8Array)
-        files.delete(from)
-      },
-      appendFile: async () => {
-        calls.push({ method: 'appendFile', length: 0 })
-        throw new Error('appended')
-      },
-      writeFileAt: async (path: string, offset: number, data: Uint8Array, options?: { readonly sync?: boolean }) => {
-        calls.push({ method: 'writeFileAt', offset, length: data.length, sync: options?.sync === true })
-        const old = files.get(path)
-        if (!old) throw new HostError('ENOENT', 'open', path, 'no such file or directory')
-        const next = new Uint8Array(Math.max(old.length, offset + data.length))
-        next.set(old)
-        next.set(data, offset)
-        files.set(path, next)
-      },
-    } as unknown as Host
-    return { host, files, calls, limit }
-  }
   const path = '/j/volumes.log'
   const setupOf = (volume: string): JournalRecord => ({ ...setup, volume: volume as JournalRecord['volume'] }) as JournalRecord
 
@@ -358,41 +359,15 @@ describe('VolumeJournal with room made in its file (writeFileAt)', () => {
 
 describe('VolumeJournal on a filesystem too full for the room', () => {
   it('opens without room, writes each record past the end, and makes the room at a later compaction', async () => {
-    const files = new Map<string, Uint8Array>()
-    const limit = { bytes: 1000 }
-    const writes: { offset: number; length: number }[] = []
-    const host = {
-      readFile: async (p: string) => {
-        const data = files.get(p)
-        if (!data) throw new HostError('ENOENT', 'open', p, 'no such file or directory')
-        return data.slice()
-      },
-      mkdir: async () => undefined,
-      writeFile: async (p: string, data: Uint8Array) => {
-        if (data.length > limit.bytes) throw new HostError('ENOSPC', 'write', p, 'no space left on device')
-        files.set(p, data.slice())
-      },
-      rename: async (from: string, to: string) => {
-        files.set(to, files.get(from) as Uint8Array)
-        files.delete(from)
-      },
-      writeFileAt: async (p: string, offset: number, data: Uint8Array) => {
-        writes.push({ offset, length: data.length })
-        const old = files.get(p) as Uint8Array
-        const next = new Uint8Array(Math.max(old.length, offset + data.length))
-        next.set(old)
-        next.set(data, offset)
-        files.set(p, next)
-      },
-    } as unknown as Host
+    const { host, files, calls, limit } = roomHost({ bytes: 1000 })
     const path = '/j/volumes.log'
     const journal = await VolumeJournal.open({ host, path, logger: silentLogger, minRoomBytes: 4096, compactAfter: 2 })
     expect(files.get(path)?.length).toBe(0)
     await journal.record(setup)
     await journal.record({ ...setup, volume: 'p/w' } as JournalRecord)
-    expect(writes).toEqual([
-      { offset: 0, length: line(setup).length },
-      { offset: line(setup).length, length: line({ ...setup, volume: 'p/w' } as JournalRecord).length },
+    expect(calls.filter((c) => c.method === 'writeFileAt')).toEqual([
+      { method: 'writeFileAt', offset: 0, length: line(setup).length, sync: true },
+      { method: 'writeFileAt', offset: line(setup).length, length: line({ ...setup, volume: 'p/w' } as JournalRecord).length, sync: true },
     ])
     expect(decodeUtf8(files.get(path) as Uint8Array)).toBe(line(setup) + line({ ...setup, volume: 'p/w' } as JournalRecord))
     // Room again: the compaction that the torn-down records bring makes it.
