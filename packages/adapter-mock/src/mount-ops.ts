@@ -45,7 +45,7 @@ export function mount(state: HostState, request: MountRequest): void {
   const propagation = request.propagation ?? 'private'
   const fstype = request.fstype ?? ''
   if (memoryFilesystems.has(fstype)) {
-    const options = parseTmpfsOptions(fstype === 'ramfs' ? [] : superOptions, state.memoryBytes)
+    const options = parseTmpfsOptions(fstype === 'ramfs' ? [] : superOptions, state.memoryBytes, undefined, request.target)
     const fs = new Filesystem({
       fstype,
       major: 0,
@@ -144,7 +144,7 @@ function remount(state: HostState, request: MountRequest): void {
     mounted.fs.readOnly = readOnly
     const { superOptions } = splitMountOptions(request.options ?? [])
     if (memoryFilesystems.has(mounted.fs.fstype) && superOptions.some((o) => o.startsWith('size='))) {
-      mounted.fs.capacityBytes = parseTmpfsOptions(superOptions, state.memoryBytes).capacityBytes
+      mounted.fs.capacityBytes = parseTmpfsOptions(superOptions, state.memoryBytes, undefined, request.target).capacityBytes
     }
   }
   mounted.readOnly = readOnly

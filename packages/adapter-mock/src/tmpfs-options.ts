@@ -27,9 +27,10 @@ function parseAmount(value: string, memoryBytes: number): number | null {
 
 /**
  * Reads tmpfs options over the defaults (half of `memoryBytes`, as Linux does; mode 1777). A
- * `size=0` means no limit; EINVAL for a value the kernel would refuse.
+ * `size=0` means no limit; EINVAL for a value the kernel would refuse, naming `target` (the mount
+ * point, as mount(2)'s failure does) or, without one, the option.
  */
-export function parseTmpfsOptions(options: readonly string[], memoryBytes: number, defaults?: TmpfsOptions): TmpfsOptions {
+export function parseTmpfsOptions(options: readonly string[], memoryBytes: number, defaults?: TmpfsOptions, target?: string): TmpfsOptions {
   let { capacityBytes, inodeLimit, mode, uid, gid } = defaults ?? {
     capacityBytes: Math.floor(memoryBytes / 2),
     inodeLimit: Math.floor(memoryBytes / 2 / pageSize),
@@ -40,7 +41,7 @@ export function parseTmpfsOptions(options: readonly string[], memoryBytes: numbe
   for (const option of options) {
     const [key, value = ''] = option.split('=', 2)
     const bad = (): never => {
-      throw new HostError('EINVAL', 'mount', option, 'bad tmpfs option')
+      throw new HostError('EINVAL', 'mount', target ?? option, target === undefined ? 'bad tmpfs option' : `bad tmpfs option ${option}`)
     }
     if (key === 'size') {
       const bytes = parseAmount(value, memoryBytes) ?? bad()

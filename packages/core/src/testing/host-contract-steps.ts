@@ -100,6 +100,7 @@ export function fileStepsContract({ h, p, read }: ContractContext): void {
     // tmpfs refuses a size it cannot read: the mount's EINVAL, naming the directory.
     const refused = await expectHostError(runFileSteps(h(), memorySetUp(['size=lots'])), 'EINVAL')
     expect(refused.syscall).toBe('mount')
+    expect(refused.path).toBe(dir)
     expect((await h().lstat(dir))?.type).toBe('directory')
     expect(await h().isMountPoint(dir)).toBe(false)
     expect(await h().lstat(p('plugin', 'v'))).toBeNull()
