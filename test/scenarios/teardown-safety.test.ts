@@ -183,6 +183,27 @@ describe("a memory emptyDir's tear-down", () => {
     expect(asked).toEqual([{ unmountLast: true }])
   })
 
+  it('a mount stacked on its tmpfs: one unmount an attempt, the stacked source kept, the tmpfs unmounted by a retry', async () => {
+    const host = createMemoryHost({ clock: createFakeClock() })
+    const h = start(host)
+    await h.addPodAndWait(pod)
+    await host.mkdir('/outside', { recursive: true })
+    await host.writeFile('/outside/canary', 'keep me')
+    await host.mount({ source: '/outside', target: DIR, bind: true })
+    const seen = callsAbout(host, DIR)
+    h.pods.deletePod('a')
+    await h.advanceUntil(() => seen.includes('unmount'), { maxMs: 10_000 })
+    await h.manager.waitForIdle()
+    // The first attempt: the bind on top unmounted, the tmpfs below found still mounted, nothing removed.
+    expect(seen.filter((m) => m === 'unmount')).toHaveLength(1)
+    expect(host.mountTargets()).toContain(DIR)
+    await h.advanceUntil(() => !host.exists(DIR), { maxMs: 60_000 })
+    expect(seen.filter((m) => m === 'unmount')).toHaveLength(2)
+    expect(host.mountTargets()).toEqual([])
+    expect(await host.readFile('/outside/canary')).toEqual(new TextEncoder().encode('keep me'))
+    expect(host.violations).toEqual([])
+  })
+
   it('looks again when the tmpfs its removal found is gone by the unmount, and still removes the directory', async () => {
     const host = createMemoryHost({ clock: createFakeClock() })
     const h = start(host)

@@ -170,7 +170,8 @@ function fields(s) {
   return s === undefined ? null : [s.mode, s.uid, s.gid, s.size, s.dev, s.ino, s.mtimeMs, s.rdev]
 }
 const AT_FDCWD = -100
-const { ENOENT, EBUSY, EINVAL } = require('node:os').constants.errno
+const { ENOENT, EBUSY, EINVAL, ENOTCONN, ESTALE, EIO, EACCES, EHOSTDOWN, ENODEV } = require('node:os').constants.errno
+const CORRUPTED = new Set([ENOTCONN, ESTALE, EIO, EACCES, EHOSTDOWN, ENODEV])
 const calls = {
   lstat: (p) => fields(fs.lstatSync(p, { throwIfNoEntry: false })),
   stat: (p) => fields(fs.statSync(p, { throwIfNoEntry: false })),
@@ -234,7 +235,8 @@ const calls = {
       if (unmountLast && i === paths.length - 1) {
         const mounted = lastListed || (() => {
           const r = result(libc().statx(AT_FDCWD, paths[i], flags, mask, buf))
-          if (r.ret < 0) return r.errno === ENOENT ? 'missing' : r
+          // A mount whose filesystem no longer answers (mount-utils' IsCorruptedMnt) is unmounted too.
+          if (r.ret < 0) return r.errno === ENOENT ? 'missing' : CORRUPTED.has(r.errno) ? true : r
           if ((view.getUint32(56, true) & mountRoot) === 0) return 'unsure'
           return (view.getUint32(8, true) & mountRoot) !== 0
         })()

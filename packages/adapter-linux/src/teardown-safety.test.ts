@@ -9,7 +9,7 @@ import { type Pod, createVolumeManager } from '@kubevol/core'
 import { cleanupMountPoint, createBuiltinPlugins } from '@kubevol/core/plugins'
 import { removeUnmounted } from '@kubevol/core/host'
 import { buildPod, createMemoryObjectReader, createMemoryPodSource } from '@kubevol/core/testing'
-import { afterEach, expect, it } from 'vitest'
+import { afterEach, describe, expect, it } from 'vitest'
 import { describeAsRoot } from '../test/as-root.js'
 import { useLinuxHost } from '../test/harness.js'
 import type { LinuxHost } from './linux-host.js'
@@ -197,6 +197,70 @@ describeAsRoot('tear-down safety on the Linux host', () => {
     await expect(removeUnmounted(host, [p('vol/mount'), p('vol/vol_data.json'), p('vol')])).rejects.toMatchObject({ code: 'EBUSY' })
     expect(readFileSync(p('vol/vol_data.json'), 'utf8')).toBe('{}')
     expectCanaries(p('src'))
+  })
+
+  describe('a memory emptyDir (its tmpfs unmounted and its directory removed in one call)', () => {
+    const memoryPod = buildPod({ uid: 'mem', volumes: [{ name: 'shm', emptyDir: { medium: 'Memory' } }] })
+    /** The manager under `<p>/kubevol` with the memory pod mounted; `tearDown` deletes the pod and waits for its directory to go. */
+    async function mounted(host: LinuxHost, p: (...parts: string[]) => string) {
+      const root = p('kubevol')
+      const m = manager(host, root)
+      m.pods.setPod(memoryPod)
+      await m.vm.waitForAttachAndMount(memoryPod, { timeoutMs: 30_000 })
+      const dir = `${root}/pods/mem/volumes/kubernetes.io~empty-dir/shm`
+      return {
+        root,
+        dir,
+        async tearDown() {
+          m.pods.deletePod('mem')
+          await m.vm.waitForUnmount(memoryPod, { timeoutMs: 30_000 })
+          expect(await until(() => !exists(dir))).toBe(true)
+          expect(kernelMounts(root)).toEqual([])
+          await m.stop()
+        },
+      }
+    }
+
+    it('with a bind of a directory outside stacked on its tmpfs: one layer an attempt, all gone in the end, the outside kept', async () => {
+      const { host, p } = h()
+      plantCanaries(p('outside'))
+      const vol = await mounted(host, p)
+      execFileSync('mount', ['--bind', p('outside'), vol.dir])
+      expect(kernelMounts(vol.dir)).toEqual([vol.dir, vol.dir])
+      await vol.tearDown()
+      expectCanaries(p('outside'))
+    })
+
+    it('with a dead FUSE mount stacked on its tmpfs: torn down, the FUSE source kept', async () => {
+      const { host, p } = h()
+      plantCanaries(p('src'))
+      const vol = await mounted(host, p)
+      const daemon = spawn('bindfs', ['-f', '--no-allow-other', p('src'), vol.dir], { stdio: 'ignore' })
+      daemons.push(daemon)
+      expect(await until(() => kernelMounts(vol.dir).length === 2, 10_000)).toBe(true)
+      const exited = new Promise((r) => daemon.once('exit', r))
+      daemon.kill('SIGKILL')
+      await exited
+      await vol.tearDown()
+      expectCanaries(p('src'))
+    })
+
+    it('swapped for a symlink to a mount point outside: only the link goes, the mount and what it shows stay', async () => {
+      const { host, p } = h()
+      const vol = await mounted(host, p)
+      const dir = vol.dir
+      mkdirSync(p('outside'))
+      execFileSync('mount', ['-t', 'tmpfs', 'tmpfs', p('outside')])
+      plantCanaries(p('outside'))
+      // Its tmpfs gone by someone else's hand, and a link left in its place.
+      execFileSync('umount', [dir])
+      execFileSync('rmdir', [dir])
+      symlinkSync(p('outside'), dir)
+      await vol.tearDown()
+      expect(kernelMounts(p('outside'))).toEqual([p('outside')])
+      expectCanaries(p('outside'))
+      execFileSync('umount', [p('outside')])
+    })
   })
 
   it('an emptyDir whose directory holds a dead FUSE mount is torn down, and the FUSE source is kept', async () => {

@@ -302,9 +302,10 @@ export interface Host {
    * where the host can make it one (a volume's mount directory, the file beside it, their parent).
    * A missing path is skipped. A mount point ends it with EBUSY before any remove is tried on it;
    * any other failure (ENOTEMPTY) ends it too. The error names the path it ended at, and the paths
-   * after it are left as they are. With `unmountLast`, the last path, when it is a mount point, is
-   * unmounted first as {@link Host.unmount} does (once, not following a symlink; one that is gone
-   * by then is no error), then removed: a failed unmount ends it with the unmount's error, and a
+   * after it are left as they are. With `unmountLast`, the last path, when it is a mount point (a
+   * corrupted one included: its check fails with EIO, EACCES or ENODEV), is unmounted first as
+   * {@link Host.unmount} does (once, not following a symlink; one that is gone by then is no
+   * error), then removed: a failed unmount ends it with the unmount's error, and a
    * mount point still there after it with EBUSY (a memory emptyDir: its marker, the marker's
    * directory, then its tmpfs and directory).
    */

@@ -9,7 +9,7 @@ import { HostError, isHostError } from '../errors.js'
 import type { FileStep, FsStats, Host } from '../host/host.js'
 import { joinPath } from '../paths.js'
 import type { Mounter, MounterArgs, VolumePlugin, VolumePluginContext } from './plugin.js'
-import { unmountFailed, unmountMountPoint } from './util/cleanup-mount-point.js'
+import { stillMounted, unmountFailed, unmountMountPoint } from './util/cleanup-mount-point.js'
 import { runFileSteps } from './util/file-steps.js'
 import { applyFsGroup } from './util/fs-group.js'
 
@@ -154,12 +154,13 @@ export function createEmptyDirPlugin(options: EmptyDirPluginOptions = {}): Volum
             } catch (err) {
               // The tmpfs could not be unmounted (busy): the tear-down fails as its unmount's would.
               if (err instanceof HostError && err.path === dir && err.syscall === 'umount') throw unmountFailed(dir, err)
-              // Stopped at the volume's directory (files left in it, a broken mount, a mount still
-              // there after the unmount): the marker and its directory are gone; the long way from there.
+              // Still a mount point after its one unmount (another mount was stacked there): this
+              // attempt ends, as the kubelet's, with one unmount made; a retry makes the next.
+              if (err instanceof HostError && err.path === dir && err.code === 'EBUSY') throw stillMounted(dir)
+              // Stopped at the volume's directory (files left in it, below the tmpfs or without
+              // one): the marker and its directory are gone; the long way from there.
               if (err instanceof HostError && err.path === dir) {
-                // EBUSY: its check found the tmpfs mounted, so it is unmounted with no second look
-                // (and looked at after all if the unmount finds nothing there).
-                await tearDownEmptyDirAt(host, dir, { mounted: err.code === 'EBUSY' })
+                await tearDownEmptyDirAt(host, dir)
                 return
               }
               // Stopped earlier (the fsGroup record left in the marker's directory): every step again.

@@ -32,6 +32,11 @@ async function mountStateOf(host: Host, path: string): Promise<'missing' | 'moun
   }
 }
 
+/** The error of a tear-down that unmounted `path` once and found it still a mount point. */
+export function stillMounted(path: string): Error {
+  return new Error(`failed to cleanup mount point ${path}: still mounted after unmount (another mount is stacked on it); nothing below it is removed`)
+}
+
 /** The error of a tear-down whose unmount of `path` failed (a busy mount). */
 export function unmountFailed(path: string, err: unknown, corrupted = false): Error {
   return new Error(`failed to unmount path ${path}${corrupted ? ' (a corrupted mount)' : ''}: ${errorMessage(err)}`, { cause: err })
@@ -66,7 +71,7 @@ export async function unmountMountPoint(host: Host, path: string, options: { rea
   if (options.recheck === false) return true
   const after = await mountStateOf(host, path)
   if (after === 'mounted' || after === 'corrupted') {
-    throw new Error(`failed to cleanup mount point ${path}: still mounted after unmount (another mount is stacked on it); nothing below it is removed`)
+    throw stillMounted(path)
   }
   return after !== 'missing'
 }

@@ -31,20 +31,32 @@ export async function removeUnmounted(host: Host, paths: readonly string[], opti
   }
 }
 
+/** A mount point, a corrupted one included (its check fails as a broken mount's does). */
+async function mountedOrBroken(host: Pick<Host, 'isMountPoint'>, path: string): Promise<boolean> {
+  try {
+    return await host.isMountPoint(path)
+  } catch (err) {
+    if (isCorruptedMountError(err)) return true
+    throw err
+  }
+}
+
 /**
  * {@link removeUnmounted} as a mount-point check and a remove per path: two calls each. With
- * `unmountLast`, a mount point at the last path is unmounted and checked again before its remove.
+ * `unmountLast`, a mount point at the last path (a corrupted one included) is unmounted and
+ * checked again before its remove.
  */
 export async function removeUnmountedOneByOne(host: Pick<Host, 'isMountPoint' | 'remove' | 'unmount'>, paths: readonly string[], options?: RemoveUnmountedOptions): Promise<void> {
   for (const [i, path] of paths.entries()) {
+    const last = options?.unmountLast === true && i === paths.length - 1
     try {
-      if (await host.isMountPoint(path)) {
-        if (options?.unmountLast !== true || i < paths.length - 1) throw new HostError('EBUSY', 'remove', path, 'a mount point')
+      if (last ? await mountedOrBroken(host, path) : await host.isMountPoint(path)) {
+        if (!last) throw new HostError('EBUSY', 'remove', path, 'a mount point')
         await host.unmount(path).catch((err: unknown) => {
           // Unmounted by someone else since the check.
           if (!isHostError(err, 'EINVAL')) throw err
         })
-        if (await host.isMountPoint(path)) throw new HostError('EBUSY', 'remove', path, 'a mount point')
+        if (await mountedOrBroken(host, path)) throw new HostError('EBUSY', 'remove', path, 'a mount point')
       }
       await host.remove(path)
     } catch (err) {
