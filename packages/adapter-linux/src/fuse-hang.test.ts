@@ -12,8 +12,17 @@ import { afterEach, expect, it, vi } from 'vitest'
 import { describeAsRoot } from '../test/as-root.js'
 import { useLinuxHost } from '../test/harness.js'
 import { type StoppedFuse, startBindfs } from '../test/stopped-fuse.js'
+import type { LinuxHost } from './linux-host.js'
 
 const TIMEOUT_MS = 1500
+
+/** The whole manager on `host` under `root`, running. */
+function startManager(host: LinuxHost, root: string) {
+  const pods = createMemoryPodSource()
+  const manager = createVolumeManager({ host, plugins: createBuiltinPlugins(), podSource: pods, objects: createMemoryObjectReader(), nodeName: 'node-1', rootDir: root, controllerAttachDetach: false })
+  const stop = new AbortController()
+  return { pods, manager, stop, running: manager.run(stop.signal) }
+}
 
 describeAsRoot('a stopped FUSE daemon under the Linux host', () => {
   const h = useLinuxHost({ callTimeoutMs: TIMEOUT_MS })
@@ -90,11 +99,8 @@ describeAsRoot('a stopped FUSE daemon under the Linux host', () => {
     await host.mounts()
     fuse.stop()
 
-    const pods = createMemoryPodSource()
     const root = p('kubevol')
-    const manager = createVolumeManager({ host, plugins: createBuiltinPlugins(), podSource: pods, objects: createMemoryObjectReader(), nodeName: 'node-1', rootDir: root, controllerAttachDetach: false })
-    const stop = new AbortController()
-    const running = manager.run(stop.signal)
+    const { pods, manager, stop, running } = startManager(host, root)
     try {
       const onFuse = buildPod({ uid: 'on-fuse', name: 'on-fuse', volumes: [{ name: 'host', hostPath: { path: `${mnt}/data`, type: 'Directory' } }] })
       const plain = buildPod({ uid: 'plain', name: 'plain', volumes: [{ name: 'scratch', emptyDir: {} }] })
@@ -122,6 +128,37 @@ describeAsRoot('a stopped FUSE daemon under the Linux host', () => {
       // Only the stopped filesystem is held: nothing stalled anywhere else.
       expect(host.stalledCalls().length).toBeGreaterThan(0)
       expect(host.stalledCalls().filter((c) => c.key !== mnt)).toEqual([])
+    } finally {
+      stop.abort()
+      await running
+    }
+  })
+
+  it('a memory emptyDir with the stopped filesystem stacked on its tmpfs: torn down, and nothing on the disk beside it held up', async () => {
+    const { host, p } = h()
+    await host.mkdir(p('src'), { recursive: true })
+    const root = p('kubevol')
+    const { pods, manager, stop, running } = startManager(host, root)
+    try {
+      const memory = buildPod({ uid: 'mem', name: 'mem', volumes: [{ name: 'shm', emptyDir: { medium: 'Memory' } }] })
+      pods.setPod(memory)
+      await manager.waitForAttachAndMount(memory, { timeoutMs: 10 * TIMEOUT_MS })
+      const dir = `${root}/pods/mem/volumes/kubernetes.io~empty-dir/shm`
+      fuse = await startBindfs(p('src'), dir)
+      await host.mounts()
+      fuse.stop()
+      pods.deletePod('mem')
+      // Meanwhile a pod on the same disk mounts and goes, and the journal keeps working.
+      const plain = buildPod({ uid: 'plain', name: 'plain', volumes: [{ name: 'scratch', emptyDir: {} }] })
+      pods.setPod(plain)
+      await manager.waitForAttachAndMount(plain, { timeoutMs: TIMEOUT_MS })
+      pods.deletePod('plain')
+      await manager.waitForUnmount(plain, { timeoutMs: TIMEOUT_MS })
+      // Its statx (AT_STATX_DONT_SYNC) and unmount do not reach the stopped daemon: the FUSE layer
+      // goes in the first attempt, the tmpfs below it in a retry.
+      await vi.waitFor(async () => expect((await host.mounts()).filter((m) => m.target.startsWith(`${root}/`))).toEqual([]), { timeout: 10 * TIMEOUT_MS })
+      // Whatever waited on the stopped filesystem was keyed to it alone.
+      expect(host.stalledCalls().filter((c) => c.key !== dir)).toEqual([])
     } finally {
       stop.abort()
       await running

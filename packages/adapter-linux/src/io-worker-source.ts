@@ -32,8 +32,9 @@ export type IoOp =
    * stx_attributes) stops with EBUSY; else rmdir(2) when statx saw a directory, unlink(2) when
    * anything else, skipped when missing. With `unmountLast`, a mount root at the last path is
    * umount2(2)'d with `umountFlags` first (EINVAL, nothing mounted there by then, is no failure),
-   * then rmdir(2)'d (EBUSY for a mount still there); `lastListed` says the mount table lists it, and
-   * its statx is not made. → {@link RemoveUnmounted}.
+   * then rmdir(2)'d (EBUSY for a mount still there); one whose statx fails as a broken mount's does
+   * stops it with errno 0, so that the main thread unmounts it under that mount's own deadline and
+   * quarantine. → {@link RemoveUnmounted}.
    */
   | readonly [
       'removeUnmounted',
@@ -43,7 +44,6 @@ export type IoOp =
       mountRoot: number,
       unmountLast: boolean,
       umountFlags: number,
-      lastListed: boolean,
     ]
   /** Each step as the call of the same name (`lstat`, `mkdir`, `mkdirp`, `writeFile`) or a stat and a chmod. → {@link FileStepsDone}. */
   | readonly ['steps', steps: readonly IoStep[]]
@@ -228,15 +228,16 @@ const calls = {
     const r = result(libc().statx(AT_FDCWD, p, flags, mask, buf))
     return r.ret < 0 ? r : { ret: r.ret, errno: 0, buf }
   },
-  removeUnmounted: (paths, flags, mask, mountRoot, unmountLast, umountFlags, lastListed) => {
+  removeUnmounted: (paths, flags, mask, mountRoot, unmountLast, umountFlags) => {
     const buf = new Uint8Array(256)
     const view = new DataView(buf.buffer)
     for (let i = 0; i < paths.length; i++) {
       if (unmountLast && i === paths.length - 1) {
-        const mounted = lastListed || (() => {
+        const mounted = (() => {
           const r = result(libc().statx(AT_FDCWD, paths[i], flags, mask, buf))
-          // A mount whose filesystem no longer answers (mount-utils' IsCorruptedMnt) is unmounted too.
-          if (r.ret < 0) return r.errno === ENOENT ? 'missing' : CORRUPTED.has(r.errno) ? true : r
+          // A mount whose filesystem no longer answers (mount-utils' IsCorruptedMnt) may hang its
+          // unmount too: the main thread makes it, under that mount's own deadline.
+          if (r.ret < 0) return r.errno === ENOENT ? 'missing' : CORRUPTED.has(r.errno) ? 'unsure' : r
           if ((view.getUint32(56, true) & mountRoot) === 0) return 'unsure'
           return (view.getUint32(8, true) & mountRoot) !== 0
         })()

@@ -332,12 +332,12 @@ export class LinuxHost implements Host {
     if (first === undefined) return
     const unmountLast = options?.unmountLast === true
     // A path the current table lists is a mount point known with no call: the paths before it are
-    // the worker's call, and the check of it ends the rest (EBUSY) with no call either; the last
-    // one, to be unmounted, is unmounted there with no statx.
+    // the worker's call, and the check of it ends the rest (EBUSY) with no call either, or, the last
+    // one to be unmounted, is unmounted as unmount does it (under its own filesystem's deadline: a
+    // hung mount must not hold the calls of the disk the others are on).
     const last = this.#table.lastTargets()
     const listed = last?.current ? normalized.findIndex((p) => last.targets.has(p)) : -1
-    const lastListed = unmountLast && listed === normalized.length - 1
-    const upTo = listed < 0 || lastListed ? normalized.length : listed
+    const upTo = listed < 0 ? normalized.length : listed
     let from = 0
     if (upTo > 0) {
       let done: RemoveUnmounted
@@ -352,7 +352,6 @@ export class LinuxHost implements Host {
               c.STATX_ATTR_MOUNT_ROOT,
               unmountLast && upTo === normalized.length,
               c.UMOUNT_NOFOLLOW,
-              lastListed,
             ],
             call,
           ),
