@@ -46,6 +46,25 @@ describe('DesiredStateOfWorld', () => {
     expect(dsw.getPods().size).toBe(0)
   })
 
+  it('builds views only for the pods a filter picks, asking it what the actual state check needs', () => {
+    const { dsw } = setup({ attachable: true })
+    const spec = specFromVolume(fakeVolume('d', 'disk'))
+    const name = dsw.addPodToVolume({ podName: 'a', pod: buildPod({ uid: 'a' }), spec, outerVolumeSpecName: 'd' })
+    dsw.addPodToVolume({ podName: 'b', pod: buildPod({ uid: 'b' }), spec, outerVolumeSpecName: 'd' })
+    const asked: unknown[] = []
+    const picked = dsw.getVolumesToMountFor(name, (podName, volumeName, size, label) => {
+      asked.push([podName, volumeName, size, label])
+      return podName === 'b'
+    })
+    expect(picked.map((v) => v.podName)).toEqual(['b'])
+    expect(picked[0]?.outerVolumeSpecNames).toEqual(['d'])
+    expect(asked.sort()).toEqual([
+      ['a', name, undefined, ''],
+      ['b', name, undefined, ''],
+    ])
+    expect(dsw.getVolumesToMountFor(name, () => false)).toEqual([])
+  })
+
   it('records both outer names when two pod volumes resolve to one volume', () => {
     const { dsw } = setup({ attachable: true })
     const pod = buildPod({ uid: 'a' })

@@ -43,6 +43,17 @@ export interface VolumeToMount {
 }
 
 /**
+ * Picks a (volume, pod) pair from what the actual state's check of it needs, before its view is
+ * built (see {@link DesiredStateOfWorld.getVolumesToMountFor}).
+ */
+export type VolumeToMountFilter = (
+  podName: UniquePodName,
+  volumeName: UniqueVolumeName,
+  desiredPersistentVolumeSize: number | undefined,
+  seLinuxLabel: string,
+) => boolean
+
+/**
  * How a (volume, pod) is set up again on every sync (a plugin's `requiresRemount`): not at all; when
  * an event says its pod or objects changed (`refreshOnEvents`); or on the remount period too, as no
  * event announces its content (a token).
@@ -429,12 +440,17 @@ export class DesiredStateOfWorld {
     return result
   }
 
-  /** The (volume, pod) pairs of one volume. */
-  getVolumesToMountFor(volumeName: UniqueVolumeName): VolumeToMount[] {
+  /**
+   * The (volume, pod) pairs of one volume; with `where`, only the pods it picks, asked before their
+   * views are built. The reconciler looks at a volume on every change to it and nearly always finds
+   * each pod mounted: it asks the actual state in `where` and builds no view for those.
+   */
+  getVolumesToMountFor(volumeName: UniqueVolumeName, where?: VolumeToMountFilter): VolumeToMount[] {
     const volume = this.#volumes.get(volumeName)
     if (!volume) return []
     const result: VolumeToMount[] = []
     volume.pods.forEach((pod, podName) => {
+      if (where && !where(podName, volume.volumeName, volume.persistentVolumeSize, volume.seLinuxLabel)) return
       result.push(toView(volume, podName, pod, this.#epoch))
     })
     return result

@@ -6,7 +6,7 @@
  * These follow the kubelet's internals closely and change with them more often than the main entry.
  */
 export { ChangeFeed, type VolumeChangeListener } from '../cache/change-feed.js'
-export { type AddPodToVolumeOptions, DesiredStateOfWorld, type VolumeToMount } from '../cache/desired-state.js'
+export { type AddPodToVolumeOptions, DesiredStateOfWorld, type VolumeToMount, type VolumeToMountFilter } from '../cache/desired-state.js'
 export {
   ActualStateOfWorld,
   type Attachability,

@@ -9,7 +9,7 @@
  */
 import type { UniqueVolumeName } from '../api/names.js'
 import { type ActualStateOfWorld, deviceMayBeMounted } from '../cache/actual-state.js'
-import type { DesiredStateOfWorld, VolumeToMount } from '../cache/desired-state.js'
+import type { DesiredStateOfWorld, VolumeToMount, VolumeToMountFilter } from '../cache/desired-state.js'
 import type { Clock } from '../clock.js'
 import type { Logger, Metrics } from '../observability.js'
 import type { PodVolumeOnDisk } from '../reconstruction/scan.js'
@@ -117,10 +117,10 @@ export class Reconciler {
       names = new Set([...dsw.volumeNames(), ...asw.volumeNames()])
     } else {
       const slice = this.#resync.length > 0 ? this.#resync.splice(Math.max(0, this.#resync.length - (this.#o.resyncSlice ?? 1000))) : []
-      names = slice.length > 0 ? new Set([...this.#dirty, ...slice]) : [...this.#dirty]
-      this.#dirty.clear()
+      names = slice.length > 0 ? new Set([...this.#dirty, ...slice]) : this.#dirty
     }
     const volumes = [...names]
+    this.#dirty.clear()
     // Never unmount before every pod source was read once, nor before reconstructed volumes know
     // their device path: a restart must not unmount what pods not yet re-listed still use.
     const readyToUnmount = this.#o.populatorHasAddedPods() && this.#needUpdateFromNodeStatus.size === 0
@@ -144,9 +144,20 @@ export class Reconciler {
     }
   }
 
+  // Whether a desired (volume, pod) needs more than a look. A pass looks at a volume on every change
+  // to it, and nearly always finds each pod mounted, or its mount (or expansion) still running, which
+  // the executor would refuse to start again: no view is built for those. An unattached volume and an
+  // SELinux mismatch are always looked at (they log or record an error even then).
+  readonly #notMounted: VolumeToMountFilter = (podName, volumeName, size, seLinuxLabel) => {
+    const { status } = this.#o.asw.podExistsInVolume(podName, volumeName, size, seLinuxLabel)
+    if (status === 'mounted') return false
+    if (status === 'not-attached' || status === 'selinux-mismatch') return true
+    return !this.#o.executor.isOperationPending(volumeName, podName)
+  }
+
   #mountOrAttachVolumes(volumeName: UniqueVolumeName): void {
     const { dsw, asw, executor } = this.#o
-    for (const vtm of dsw.getVolumesToMountFor(volumeName)) {
+    for (const vtm of dsw.getVolumesToMountFor(volumeName, this.#notMounted)) {
       const check = asw.podExistsInVolume(vtm.podName, vtm.volumeName, vtm.desiredPersistentVolumeSize, vtm.seLinuxLabel)
       switch (check.status) {
         case 'selinux-mismatch':
