@@ -7,8 +7,9 @@ import { HostError } from '@kubevol/core'
 import { dirname } from '@kubevol/core/host'
 import type { HostState } from './host-state.js'
 import { assertWritable } from './host-state.js'
-import { lookup, lookupExisting, tryLookup } from './lookup.js'
-import type { FileNode, SpecialNodeType } from './nodes.js'
+import { type MissingAt, lookup, lookupExisting, lookupOrMissing, tryLookup } from './lookup.js'
+import type { Mount } from './mount-table.js'
+import type { DirNode, FileNode, SpecialNodeType } from './nodes.js'
 import { fileInfo, noBytes } from './nodes.js'
 import { encodeText } from './text.js'
 
@@ -21,10 +22,31 @@ export function statPath(state: HostState, path: string, follow: boolean): FileI
 function makeDir(state: HostState, path: string, mode: number): void {
   const result = lookup(state.table, path, { follow: false, syscall: 'mkdir' })
   if (result.entry || !result.parent) throw new HostError('EEXIST', 'mkdir', path, 'file exists')
-  assertWritable(result.parent.mount, 'mkdir', path)
-  const fs = result.parent.node.fs
+  makeDirIn(result.parent.mount, result.parent.node, result.name, path, mode)
+}
+
+/** Makes directory `name` in `parent` (seen through `mount`), which has no entry of that name; `path` names it in errors. */
+function makeDirIn(mount: Mount, parent: DirNode, name: string, path: string, mode: number): DirNode {
+  assertWritable(mount, 'mkdir', path)
+  const fs = parent.fs
   if (!fs.hasRoom(0, 1)) throw new HostError('ENOSPC', 'mkdir', path, 'no space left on device')
-  fs.link(result.parent.node, result.name, fs.newDir(mode))
+  const dir = fs.newDir(mode)
+  fs.link(parent, name, dir)
+  return dir
+}
+
+/**
+ * `mkdir -p` from where a walk found a directory missing: the components left are made one inside
+ * the other, with no lookup (a directory made just now is empty and nothing is mounted on it).
+ * False, having made nothing, when a component left is `.` or `..`: those lead elsewhere, and the
+ * caller makes the path prefix by prefix.
+ */
+function makeDirsFrom(from: MissingAt, path: string, mode: number): boolean {
+  const names = from.rest.slice(from.at).split('/').filter((name) => name !== '')
+  if (names.some((name) => name === '.' || name === '..')) return false
+  let dir = from.node
+  for (const name of names) dir = makeDirIn(from.mount, dir, name, path, mode)
+  return true
 }
 
 /** mkdir(2), or `mkdir -p` with `recursive`; `mode` (default 0o777) is masked by the umask. */
@@ -38,16 +60,18 @@ export function mkdir(state: HostState, path: string, options: { readonly recurs
   // The common cases in one lookup: the directory exists, or only its last component is missing.
   // A missing component on the way is an expected answer here, so it comes back as no result
   // rather than as an error.
-  const result = tryLookup(state.table, path, { follow: true, syscall: 'mkdir' })
-  if (result?.found) {
+  const result = lookupOrMissing(state.table, path, { follow: true, syscall: 'mkdir' })
+  if (result && 'missing' in result) {
+    if (makeDirsFrom(result, path, mode)) return
+  } else if (result?.found) {
     if (result.found.node.type !== 'directory') throw new HostError('EEXIST', 'mkdir', path, 'file exists')
     return
-  }
-  if (result?.parent && !result.entry) {
+  } else if (result?.parent && !result.entry) {
+    // Looked up again without following: the last component may be a link to a missing path.
     makeDir(state, path, mode)
     return
   }
-  // A missing or dangling component on the way: create the parents one by one.
+  // A dangling component on the way, or one left that is `.` or `..`: the parents one by one.
   const parts = path.split('/').filter((part) => part !== '')
   let created = false
   for (let i = 1; i <= parts.length; i++) {

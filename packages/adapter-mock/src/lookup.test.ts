@@ -125,7 +125,7 @@ describe('path resolution', () => {
 
   // Several missing levels, and what else may be on the way: a link, a file, a link to nowhere.
   it.each([
-    { case: 'three levels below an existing directory', path: '/tmp/a/b/c', error: undefined, made: ['/tmp/a/b/c'] },
+    { case: 'three levels below an existing directory', path: '/tmp/a/b/c', error: undefined, made: ['/tmp/a', '/tmp/a/b', '/tmp/a/b/c'] },
     { case: 'through a link to a directory', path: '/dirlink/a/b', error: undefined, made: ['/real/a/b'] },
     { case: 'through a file', path: '/file/a/b', error: 'ENOTDIR: mkdir /file/a/b: not a directory', made: [] },
     { case: 'through a link whose target is missing', path: '/dangling/a/b', error: 'ENOENT: mkdir /dangling: no such file or directory', made: [] },
@@ -147,6 +147,21 @@ describe('path resolution', () => {
       await result
     }
     for (const dir of made) expect(host.tree(dir)).toMatchObject({ type: 'directory', mode: 0o750 })
+  })
+
+  // Levels made below where the walk found one missing are made on the filesystem it stood on.
+  it('recursive mkdir of missing levels inside a mount crossed on the way, and under a read-only one', async () => {
+    const host = createMemoryHost()
+    await host.mkdir('/m/rw', { recursive: true })
+    await host.mkdir('/m/ro', { recursive: true })
+    await host.mount({ source: 'tmpfs', target: '/m/rw', fstype: 'tmpfs' })
+    await host.mount({ source: 'tmpfs', target: '/m/ro', fstype: 'tmpfs', options: ['ro'] })
+    await host.mkdir('/m/rw/a/b', { recursive: true })
+    expect(host.tree('/m/rw/a/b')).toMatchObject({ type: 'directory', mode: 0o755 })
+    await host.unmount('/m/rw')
+    expect(host.exists('/m/rw/a')).toBe(false)
+    await expect(host.mkdir('/m/ro/a/b', { recursive: true })).rejects.toThrow('EROFS: mkdir /m/ro/a/b: read-only file system')
+    expect(host.exists('/m/ro/a')).toBe(false)
   })
 
   it('directories that had no entry get their own (a link into one is not seen in another)', async () => {

@@ -69,6 +69,33 @@ export function lookup(table: MountTable, path: string, options: LookupOptions):
  * no stack trace. Every other failure throws as in {@link lookup}.
  */
 export function tryLookup(table: MountTable, path: string, options: LookupOptions): Lookup | undefined {
+  return walk(table, path, options, false) as Lookup | undefined
+}
+
+/**
+ * Where a walk found an intermediate component missing, reached without following a symlink: the
+ * directory it stood in, and the components left from there (`rest` from `at`, the missing one
+ * first).
+ */
+export interface MissingAt {
+  readonly missing: true
+  readonly mount: Mount
+  readonly node: DirNode
+  readonly rest: string
+  readonly at: number
+}
+
+/**
+ * {@link tryLookup}, but a missing intermediate component reached without following a symlink
+ * gives where the walk stopped ({@link MissingAt}): `mkdir -p` makes the rest from there instead
+ * of looking every prefix up from the root. A missing component behind a symlink still gives
+ * undefined (a dangling link on the way is the caller's case to decide).
+ */
+export function lookupOrMissing(table: MountTable, path: string, options: LookupOptions): Lookup | MissingAt | undefined {
+  return walk(table, path, options, true)
+}
+
+function walk(table: MountTable, path: string, options: LookupOptions, reportMissing: boolean): Lookup | MissingAt | undefined {
   if (!path.startsWith('/')) throw new HostError('EINVAL', options.syscall, path, 'path is not absolute')
   const rootMount = topmost(table, table.root, table.root.root)
   const rootNode = rootMount.root
@@ -120,7 +147,7 @@ export function tryLookup(table: MountTable, path: string, options: LookupOption
     }
     if (!child) {
       if (isLast) return { parent: { mount: dirMount, node: dir }, name, entry: null, found: null }
-      return undefined
+      return reportMissing && links === 0 ? { missing: true, mount: dirMount, node: dir as DirNode, rest, at: start } : undefined
     }
     if (child.type === 'symlink' && (!isLast || options.follow)) {
       if (++links > maxSymlinks) throw new HostError('ELOOP', options.syscall, path, 'too many levels of symbolic links')
