@@ -86,6 +86,16 @@ export function getPodVolumeNames(pod: Pod): PodVolumeNames {
 
 /** Names used by any container as a mount or a device, sorted. */
 export function expectedVolumeNames(pod: Pod): string[] {
-  const { mounts, devices } = getPodVolumeNames(pod)
-  return [...new Set([...mounts, ...devices])].sort()
+  // The names alone: asked for each pod a caller waits on, without the SELinux options per name.
+  const names = new Set<string>()
+  const visit = (containers: readonly Container[] | undefined): void => {
+    for (const container of containers ?? []) {
+      for (const m of container.volumeMounts ?? []) names.add(m.name)
+      for (const d of container.volumeDevices ?? []) names.add(d.name)
+    }
+  }
+  visit(pod.spec?.initContainers)
+  visit(pod.spec?.containers)
+  visit(pod.spec?.ephemeralContainers)
+  return [...names].sort()
 }

@@ -34,6 +34,29 @@ describe('ActualStateOfWorld', () => {
     expect(plain.volumeNames()).toEqual([])
   })
 
+  it('lists the mounted and uncertain entries of a volume, only those a filter picks when given', () => {
+    const asw = setup()
+    const name = 'kubevol.io/fake/disk'
+    asw.markVolumeAsAttached(name, spec, '/dev/fake/disk')
+    asw.markVolumeAsMounted(opts('a'))
+    asw.markVolumeMountAsUncertain(opts('b'))
+    expect(asw.getAllMountedVolumesFor(name).map((mv) => [mv.podName, mv.mountState])).toEqual([
+      ['a', 'mounted'],
+      ['b', 'uncertain'],
+    ])
+    const asked: unknown[] = []
+    const picked = asw.getAllMountedVolumesFor(name, (podName, volumeName, context) => {
+      asked.push([podName, volumeName, context])
+      return podName === 'b'
+    })
+    expect(picked.map((mv) => mv.podName)).toEqual(['b'])
+    expect(asked).toEqual([
+      ['a', name, ''],
+      ['b', name, ''],
+    ])
+    expect(asw.getAllMountedVolumesFor('kubevol.io/fake/other', () => true)).toEqual([])
+  })
+
   it('refuses to mount a volume that is not attached', () => {
     const asw = setup()
     expect(() => asw.markVolumeAsMounted(opts('a'))).toThrow(

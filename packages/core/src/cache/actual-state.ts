@@ -25,7 +25,19 @@ export type PodVolumeCheck =
   | { readonly status: 'fs-resize-required'; readonly devicePath: string; readonly currentSize: number }
   | { readonly status: 'selinux-mismatch'; readonly devicePath: string }
 
+// The answers most checks give (a volume without a device: emptyDir, configMap, ...), shared: the
+// reconciler asks on every look at a volume.
+const notAttached: PodVolumeCheck = Object.freeze({ status: 'not-attached' })
+const notMountedNoDevice: PodVolumeCheck = Object.freeze({ status: 'not-mounted', devicePath: '' })
+const mountedNoDevice: PodVolumeCheck = Object.freeze({ status: 'mounted', devicePath: '' })
+
 /** One pod's mount of a volume (kubelet `MountedVolume`). */
+/**
+ * Picks a mounted (volume, pod) entry from what the desired state's check of it needs, before its
+ * view is built (see {@link ActualStateOfWorld.getAllMountedVolumesFor}).
+ */
+export type MountedVolumeFilter = (podName: UniquePodName, volumeName: UniqueVolumeName, seLinuxMountContext: string) => boolean
+
 export interface MountedVolume {
   readonly volumeName: UniqueVolumeName
   readonly podName: UniquePodName
@@ -530,20 +542,20 @@ export class ActualStateOfWorld {
     seLinuxLabel = '',
   ): PodVolumeCheck {
     const volume = this.#volumes.get(volumeName)
-    if (!volume) return { status: 'not-attached' }
+    if (!volume) return notAttached
     const devicePath = volume.devicePath
     if (this.#seLinuxEnabled && volume.seLinuxMountContext !== undefined && volume.seLinuxMountContext !== seLinuxLabel) {
       return { status: 'selinux-mismatch', devicePath }
     }
     const pod = volume.pods.get(podName)
-    if (!pod || pod.state === 'uncertain') return { status: 'not-mounted', devicePath }
+    if (!pod || pod.state === 'uncertain') return devicePath === '' ? notMountedNoDevice : { status: 'not-mounted', devicePath }
     if (pod.remountRequired) return { status: 'remount-required', devicePath }
     const current = volume.persistentVolumeSize
     if (desiredVolumeSize && current && desiredVolumeSize > current && !volume.inUseExpansionError) {
       const plugin = this.#pluginFor(pod.spec)
       if (plugin?.nodeExpand?.requiresFSResize()) return { status: 'fs-resize-required', devicePath, currentSize: current }
     }
-    return { status: 'mounted', devicePath }
+    return devicePath === '' ? mountedNoDevice : { status: 'mounted', devicePath }
   }
 
   /** True when the pod's entry is absent or not mounted (false while mounted or uncertain). */
@@ -597,12 +609,17 @@ export class ActualStateOfWorld {
     return this.#collect(() => true)
   }
 
-  /** Mounted and uncertain entries of one volume. */
-  getAllMountedVolumesFor(volumeName: UniqueVolumeName): MountedVolume[] {
+  /**
+   * Mounted and uncertain entries of one volume; with `where`, only those it picks, asked before
+   * their views are built (the reconciler looks for pods no longer desired, and nearly always finds
+   * none).
+   */
+  getAllMountedVolumesFor(volumeName: UniqueVolumeName, where?: MountedVolumeFilter): MountedVolume[] {
     const volume = this.#volumes.get(volumeName)
     if (!volume) return []
     const result: MountedVolume[] = []
     volume.pods.forEach((pod, podName) => {
+      if (where && !where(podName, volume.volumeName, volume.seLinuxMountContext ?? '')) return
       result.push(this.#mountedView(volume, podName, pod))
     })
     return result

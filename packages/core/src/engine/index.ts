@@ -14,6 +14,7 @@ export {
   type DeviceMountState,
   type MarkVolumeOptions,
   type MountedVolume,
+  type MountedVolumeFilter,
   type PodVolumeCheck,
   type VolumeMountState,
   VolumeNotInActualStateError,

@@ -8,7 +8,7 @@
  * mounted volumes pays for a change in proportion to the change.
  */
 import type { UniqueVolumeName } from '../api/names.js'
-import { type ActualStateOfWorld, deviceMayBeMounted } from '../cache/actual-state.js'
+import { type ActualStateOfWorld, type MountedVolumeFilter, deviceMayBeMounted } from '../cache/actual-state.js'
 import type { DesiredStateOfWorld, VolumeToMount, VolumeToMountFilter } from '../cache/desired-state.js'
 import type { Clock } from '../clock.js'
 import type { Logger, Metrics } from '../observability.js'
@@ -136,10 +136,14 @@ export class Reconciler {
     if (this.#needUpdateFromNodeStatus.size === 0 && this.#lastSyncTime === 0) this.#lastSyncTime = this.#o.clock.now()
   }
 
+  // A mounted (volume, pod) the desired state no longer has: the only ones unmounted, and the only
+  // ones whose view is built.
+  readonly #notDesired: MountedVolumeFilter = (podName, volumeName, seLinuxMountContext) =>
+    !this.#o.dsw.podExistsInVolume(podName, volumeName, seLinuxMountContext)
+
   #unmountVolumes(volumeName: UniqueVolumeName): void {
-    const { dsw, asw, executor } = this.#o
-    for (const mv of asw.getAllMountedVolumesFor(volumeName)) {
-      if (dsw.podExistsInVolume(mv.podName, mv.volumeName, mv.seLinuxMountContext)) continue
+    const { asw, executor } = this.#o
+    for (const mv of asw.getAllMountedVolumesFor(volumeName, this.#notDesired)) {
       this.#report('UnmountVolume', mv.volumeName, executor.unmountVolume(mv))
     }
   }
