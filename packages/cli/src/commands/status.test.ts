@@ -62,9 +62,14 @@ describe('kubevol status', () => {
   })
 
   it('cuts the error column of the table to a sane width, and shows retries and types as run does', async () => {
-    const r = await cli(['status', '--server', server])
-    const stuck = r.stdout.split('\n').find((l) => l.startsWith('default/stuck'))!
-    expect(stuck).toMatch(/backing-off \(retry (in \d+s|now)\)/)
+    // A retry running at the moment of the call shows as "running volume_mount": read again until the
+    // volume is between two attempts.
+    const { r, stuck } = await vi.waitFor(async () => {
+      const r = await cli(['status', '--server', server])
+      const stuck = r.stdout.split('\n').find((l) => l.startsWith('default/stuck'))!
+      expect(stuck).toMatch(/backing-off \(retry (in \d+s|now)\)/)
+      return { r, stuck }
+    }, 10_000)
     expect(stuck).toMatch(/…$/)
     const error = stuck.slice(stuck.lastIndexOf('  ') + 2)
     expect(error.length).toBe(ERROR_WIDTH)
