@@ -31,13 +31,13 @@ const notAttached: PodVolumeCheck = Object.freeze({ status: 'not-attached' })
 const notMountedNoDevice: PodVolumeCheck = Object.freeze({ status: 'not-mounted', devicePath: '' })
 const mountedNoDevice: PodVolumeCheck = Object.freeze({ status: 'mounted', devicePath: '' })
 
-/** One pod's mount of a volume (kubelet `MountedVolume`). */
 /**
  * Picks a mounted (volume, pod) entry from what the desired state's check of it needs, before its
  * view is built (see {@link ActualStateOfWorld.getAllMountedVolumesFor}).
  */
 export type MountedVolumeFilter = (podName: UniquePodName, volumeName: UniqueVolumeName, seLinuxMountContext: string) => boolean
 
+/** One pod's mount of a volume (kubelet `MountedVolume`). */
 export interface MountedVolume {
   readonly volumeName: UniqueVolumeName
   readonly podName: UniquePodName
