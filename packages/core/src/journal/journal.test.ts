@@ -9,6 +9,7 @@ import { silentLogger } from '../observability.js'
 import { type JournalRecord, type JournalVolume, VolumeJournal, parseJournal, replay } from './journal.js'
 import { JournalState } from './journal-state.js'
 import { decodeUtf8 } from '../text.js'
+import { createFakeClock } from '../testing/fake-clock.js'
 
 const spec: VolumeSpec = { name: 'v', readOnly: false }
 const line = (record: JournalRecord): string => {
@@ -185,27 +186,32 @@ describe('JournalState', () => {
   })
 })
 
+/**
+ * A host that keeps the journal's appends, each with whether it was synced; every append waits for
+ * `release` (with `held: false`, none waits).
+ */
+function appendingHost({ held = true } = {}) {
+  const appends: { text: string; sync: boolean }[] = []
+  let release: () => void = () => undefined
+  const host = {
+    readFile: async (path: string) => {
+      throw new HostError('ENOENT', 'open', path, 'no such file or directory')
+    },
+    mkdir: async () => undefined,
+    writeFile: async () => undefined,
+    rename: async () => undefined,
+    appendFile: (_: string, data: string | Uint8Array, options?: { readonly sync?: boolean }) => {
+      appends.push({ text: typeof data === 'string' ? data : decodeUtf8(data), sync: options?.sync === true })
+      if (!held) return Promise.resolve()
+      return new Promise<void>((resolve) => {
+        release = resolve
+      })
+    },
+  } as unknown as Host
+  return { host, appends, release: () => release() }
+}
+
 describe('VolumeJournal.record', () => {
-  /** A host that keeps the journal's appends, each with whether it was synced; every append waits for `release`. */
-  function appendingHost() {
-    const appends: { text: string; sync: boolean }[] = []
-    let release: () => void = () => undefined
-    const host = {
-      readFile: async (path: string) => {
-        throw new HostError('ENOENT', 'open', path, 'no such file or directory')
-      },
-      mkdir: async () => undefined,
-      writeFile: async () => undefined,
-      rename: async () => undefined,
-      appendFile: (_: string, data: string | Uint8Array, options?: { readonly sync?: boolean }) => {
-        appends.push({ text: typeof data === 'string' ? data : decodeUtf8(data), sync: options?.sync === true })
-        return new Promise<void>((resolve) => {
-          release = resolve
-        })
-      },
-    } as unknown as Host
-    return { host, appends, release: () => release() }
-  }
 
   it('with sync: false, writes the record without a sync and resolves once it is written', async () => {
     const { host, appends, release } = appendingHost()
@@ -261,6 +267,48 @@ describe('VolumeJournal.record', () => {
     release()
     await Promise.all([later, flushing])
     expect(appends).toHaveLength(2)
+  })
+})
+
+describe('VolumeJournal with a clock: records that need not be durable wait for an intent', () => {
+  const tornDown: JournalRecord = { kind: 'torn-down', volume: 'p/v', pod: 'a' }
+  async function open() {
+    const { host, appends } = appendingHost({ held: false })
+    const clock = createFakeClock(0)
+    const journal = await VolumeJournal.open({ host, path: '/j/volumes.log', logger: silentLogger, clock, noteDelayMs: 5 })
+    return { journal, clock, appends }
+  }
+
+  it('a note alone is written once the delay has passed, unsynced', async () => {
+    const { journal, clock, appends } = await open()
+    journal.note(device)
+    await clock.advance(4)
+    expect(appends).toEqual([])
+    await clock.advance(1)
+    await journal.flush()
+    expect(appends).toEqual([{ text: line(device), sync: false }])
+  })
+
+  it('an intent within the delay takes the notes into its write, synced, at once', async () => {
+    const { journal, clock, appends } = await open()
+    journal.note(tornDown)
+    const lazy = journal.record(setup, { sync: false })
+    await clock.advance(2)
+    expect(appends).toEqual([])
+    const durable = journal.record(device)
+    await Promise.resolve()
+    expect(appends).toEqual([{ text: line(tornDown) + line(setup) + line(device), sync: true }])
+    await Promise.all([lazy, durable])
+    // The delay's timer went with it: nothing is written again when it would have run out.
+    await clock.advance(10)
+    expect(appends).toHaveLength(1)
+  })
+
+  it('flush writes a waiting note at once', async () => {
+    const { journal, appends } = await open()
+    journal.note(tornDown)
+    await journal.flush()
+    expect(appends).toEqual([{ text: line(tornDown), sync: false }])
   })
 })
 

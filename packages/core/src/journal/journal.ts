@@ -14,10 +14,16 @@
  * the filesystem's own journal (on ext4, about 0.2 ms instead of 0.6-0.7). The records end at the
  * first zero byte. When the room runs out, more zeros are written after it (the file doubles);
  * a compaction makes a file with room again.
+ *
+ * Records that need not be durable (notes of things gone, unsynced intents) do not start a write of
+ * their own at once when a clock is given: they wait up to `noteDelayMs` for an intent, and share its
+ * write. A CSI round trip's last note (the device unmounted) used to hold the I/O worker when the
+ * next pod's intents came, so they waited for it and then made a trip of their own.
  */
 import type { UniquePodName, UniqueVolumeName } from '../api/names.js'
 import type { VolumeSpec } from '../api/volume-spec.js'
 import type { SmallMap } from '../cache/small-map.js'
+import type { Clock, Timer } from '../clock.js'
 import { isHostError } from '../errors.js'
 import type { Host } from '../host/host.js'
 import type { Logger } from '../observability.js'
@@ -73,7 +79,13 @@ export interface JournalOptions {
   readonly compactAfter?: number
   /** The least room (bytes) a compaction leaves after the records, where the host has `writeFileAt`. @default 262144 */
   readonly minRoomBytes?: number
+  /** With a clock, a write of records that need not be durable waits `noteDelayMs` for an intent to share it; without one, every write starts at once. */
+  readonly clock?: Clock
+  /** How long records that need not be durable wait for an intent (see {@link VolumeJournal.note}). @default 5 */
+  readonly noteDelayMs?: number
 }
+
+const NOTE_DELAY_MS = 5
 
 const MIN_ROOM_BYTES = 256 * 1024
 
@@ -173,6 +185,8 @@ export class VolumeJournal {
   /** Records handed over since the last write began: the next write's batch. */
   #next: Batch | undefined
   #writing = false
+  /** Set while the next write holds only records that need not be durable, waiting for an intent. */
+  #noteTimer: Timer | undefined
   /** The last append failed: the file may end in a fragment of it, cleared by a rewrite before the next append. */
   #torn = false
   #drained: Promise<void> = Promise.resolve()
@@ -259,14 +273,22 @@ export class VolumeJournal {
     const batch = (this.#next ??= createBatch())
     batch.records.push(record)
     if (sync) batch.sync = true
-    if (!this.#writing) {
-      // The write starts once the code that handed this record over has run to its end, so the
-      // records it hands over together share one write and one sync (a device's intent and its
-      // set-up's, recorded one after the other, used to be two fdatasyncs in a row).
-      this.#writing = true
-      this.#drained = Promise.resolve().then(() => this.#write())
-    }
+    if (this.#writing) return batch.done
+    const { clock } = this.#o
+    if (batch.sync || !clock) this.#startWrite()
+    else this.#noteTimer ??= clock.setTimer(this.#o.noteDelayMs ?? NOTE_DELAY_MS, () => this.#startWrite())
     return batch.done
+  }
+
+  // The write starts once the code that handed its records over has run to its end, so the records
+  // it hands over together share one write and one sync (a device's intent and its set-up's,
+  // recorded one after the other, used to be two fdatasyncs in a row).
+  #startWrite(): void {
+    this.#noteTimer?.cancel()
+    this.#noteTimer = undefined
+    if (this.#writing) return
+    this.#writing = true
+    this.#drained = Promise.resolve().then(() => this.#write())
   }
 
   /**
@@ -277,7 +299,8 @@ export class VolumeJournal {
    *
    * So a write that holds nothing but such records is not synced: it reaches the disk with the next
    * intent's sync (fdatasync covers all of the file's data written before it), or with the kernel's
-   * writeback. A torn one at the end of the file after a crash is dropped by its checksum.
+   * writeback. A torn one at the end of the file after a crash is dropped by its checksum. With a
+   * clock, it waits up to `noteDelayMs` for an intent to share its write.
    */
   note(record: JournalRecord): void {
     if (this.#readOnly) return
@@ -289,6 +312,7 @@ export class VolumeJournal {
    * waits for, so nothing touches the file after it returns.
    */
   async flush(): Promise<void> {
+    if (this.#noteTimer) this.#startWrite()
     while (this.#writing) await this.#drained
   }
 

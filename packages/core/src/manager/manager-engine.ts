@@ -151,7 +151,7 @@ export class ManagerEngine implements VolumeManager {
       this.desiredState.setSELinuxEnabled(seLinux)
       this.actualState.setSELinuxEnabled(seLinux)
       // Before the first pass: the journal first, then the disk (SPEC §5.4 and beyond).
-      const { journal, writable } = await openJournal({ options: this.#o, paths: this.paths, logger: this.#logger })
+      const { journal, writable } = await openJournal({ options: this.#o, paths: this.paths, logger: this.#logger, clock: this.#clock })
       if (writable) this.#ctx.journal = journal
       const { paths, pluginManager: plugins, actualState: asw } = this
       const rebuilt = await reconstructVolumes({ host, paths, plugins, asw, logger: this.#logger, metrics: this.#ctx.metrics, journal })

@@ -6,6 +6,7 @@
 import type { UniqueVolumeName } from '../api/names.js'
 import type { ActualStateOfWorld } from '../cache/actual-state.js'
 import type { DesiredStateOfWorld } from '../cache/desired-state.js'
+import type { Clock } from '../clock.js'
 import { errorMessage } from '../errors.js'
 import { VolumeJournal } from '../journal/journal.js'
 import type { Logger } from '../observability.js'
@@ -43,12 +44,12 @@ export interface RunParts {
  * The journal of intents: read only (`journal: 'read-only'`), opened for writing when the host can
  * append, or none.
  */
-export async function openJournal(p: Pick<RunParts, 'options' | 'paths' | 'logger'>): Promise<{ journal?: VolumeJournal; writable: boolean }> {
+export async function openJournal(p: Pick<RunParts, 'options' | 'paths' | 'logger'> & { readonly clock?: Clock }): Promise<{ journal?: VolumeJournal; writable: boolean }> {
   const { host } = p.options
   const path = joinPath(p.paths.root, 'journal', 'volumes.log')
   if (p.options.journal === 'read-only') return { journal: await VolumeJournal.read({ host, path, logger: p.logger }), writable: false }
   if (!(p.options.journal ?? true) || !host.appendFile) return { writable: false }
-  return { journal: await VolumeJournal.open({ host, path, logger: p.logger }), writable: true }
+  return { journal: await VolumeJournal.open({ host, path, logger: p.logger, clock: p.clock }), writable: true }
 }
 
 /**
