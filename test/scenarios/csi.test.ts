@@ -233,9 +233,10 @@ describe('CSI persistent volumes', () => {
     expect(relative(w)).toEqual([STAGING, TARGET('a')].sort())
   })
 
-  // The kubelet's MountDevice asks NodeGetCapabilities before NodeStage; kubevol asks it while the
-  // device's intent is made durable. NodeStage, the directory and vol_data.json wait for the intent.
-  it('asks NodeGetCapabilities while the device intent is synced; stages, and makes its directory, only once the intent is durable', async () => {
+  // The kubelet's MountDevice makes the staging directory and vol_data.json, then asks
+  // NodeGetCapabilities before NodeStage; kubevol does both while the device's intent is made
+  // durable (the disk scan finds the directory and file without the journal). NodeStage waits for it.
+  it('makes the staging directory and asks NodeGetCapabilities while the device intent is synced; stages only once it is durable', async () => {
     const w = world()
     const h = await start(w, { csiDriver: { attachRequired: false } })
     let durable = (): void => {}
@@ -253,7 +254,8 @@ describe('CSI persistent volumes', () => {
       // A sync that does not finish: the capabilities query only, however long it takes.
       await h.advanceUntil(() => false, { maxMs: 150_000, step: 1_000 })
       expect(w.driver.calls.map((c) => c.method)).toEqual(['NodeGetCapabilities'])
-      expect(w.host.exists(`${ROOT}/plugins/kubernetes.io/csi/${DRIVER}/${sha256Hex(HANDLE)}`)).toBe(false)
+      expect(w.host.exists(`${ROOT}/${STAGING}`)).toBe(true)
+      expect(JSON.parse(text(await w.host.readFile(`${ROOT}/${STAGING.replace('/globalmount', '')}/vol_data.json`)))).toEqual({ driverName: DRIVER, volumeHandle: HANDLE })
       expect(relative(w)).toEqual([])
     } finally {
       // Released whatever happens, so a failing test can stop its manager.
@@ -264,6 +266,60 @@ describe('CSI persistent volumes', () => {
     expect(relative(w)).toEqual([STAGING, TARGET('a')].sort())
     // The driver sees the kubelet's sequence: capabilities before the stage and before the publish.
     expect(w.driver.calls.map((c) => c.method)).toEqual(['NodeGetCapabilities', 'NodeStageVolume', 'NodeGetCapabilities', 'NodePublishVolume'])
+  })
+
+  // The kubelet reads the pod's vol_data.json when it makes the unmounter, before the operation
+  // runs; kubevol reads it while it checks the pod's directories, and acts on it only after them.
+  it("reads the pod's vol_data.json while the pod's directories are checked; a directory swapped for a symlink stops the tear-down before NodeUnpublishVolume", async () => {
+    const w = world()
+    const h = await start(w, { csiDriver: { attachRequired: false } })
+    h.pods.setPod(claimPod('a'))
+    await h.advanceUntil(() => relative(w).length === 2, { maxMs: 20_000 })
+    const calls: string[] = []
+    w.host.intercept(async (call, next) => {
+      if (call.path?.startsWith(`${ROOT}/pods/a`)) calls.push(`${call.method} ${call.path.replace(`${ROOT}/pods/a`, '')}`)
+      return next()
+    })
+    // The pod's plugins directory (one of the levels checked) becomes a symlink to a tree outside
+    // the root: the check refuses, so the vol_data.json read with it is not acted on.
+    const outside = '/srv/elsewhere'
+    await w.host.mkdir(`${outside}/kubernetes.io~csi`, { recursive: true })
+    await w.host.writeFile(`${outside}/kubernetes.io~csi/canary`, 'canary')
+    await w.host.symlink(outside, `${ROOT}/pods/a/plugins`)
+    h.pods.deletePod('a')
+    await h.advanceUntil(() => h.events.some((e) => e.reason === 'FailedUnMount' || e.message?.includes('symlink')), { maxMs: 20_000 })
+    const read = calls.indexOf('readFile /volumes/kubernetes.io~csi/pv-data/vol_data.json')
+    const lastCheck = calls.lastIndexOf('lstat /plugins')
+    expect(read).toBeGreaterThanOrEqual(0)
+    expect(read).toBeLessThan(lastCheck)
+    expect(methods(w)).toEqual(['NodeStageVolume', 'NodePublishVolume'])
+    expect(relative(w)).toEqual([STAGING, TARGET('a')].sort())
+    expect(text(await w.host.readFile(`${outside}/kubernetes.io~csi/canary`))).toBe('canary')
+    // The symlink gone, the tear-down goes on.
+    await w.host.remove(`${ROOT}/pods/a/plugins`)
+    await h.advanceUntil(() => relative(w).length === 0, { maxMs: 60_000 })
+    expect(methods(w)).toEqual(['NodeStageVolume', 'NodePublishVolume', 'NodeUnpublishVolume', 'NodeUnstageVolume'])
+  })
+
+  it('a device intent that cannot be written removes the staging directory made meanwhile, and nothing is staged', async () => {
+    const w = world()
+    const h = await start(w, { csiDriver: { attachRequired: false } })
+    let failing = true
+    const remove = w.host.intercept(async (call, next) => {
+      const options = call.args[call.method === 'writeFileAt' ? 3 : 2] as { sync?: boolean } | undefined
+      if (failing && (call.method === 'writeFileAt' || call.method === 'appendFile') && call.path === `${ROOT}/journal/volumes.log` && options?.sync) {
+        throw new Error('EIO: the journal’s disk failed')
+      }
+      return next()
+    })
+    h.pods.setPod(claimPod('a'))
+    await h.advanceUntil(() => h.events.some((e) => e.reason === 'FailedMount'))
+    expect(w.host.exists(`${ROOT}/plugins/kubernetes.io/csi/${DRIVER}/${sha256Hex(HANDLE)}`)).toBe(false)
+    expect(methods(w)).toEqual([])
+    failing = false
+    remove()
+    await h.advanceUntil(() => relative(w).length === 2, { maxMs: 20_000 })
+    expect(relative(w)).toEqual([STAGING, TARGET('a')].sort())
   })
 
   it('a capabilities query that fails is reported after the staging directory and vol_data.json are made, as before', async () => {

@@ -91,6 +91,7 @@ export type {
   NodeExpandCapability,
   NodeResizeOptions,
   Unmounter,
+  PreparedDeviceMount,
   VolumeMetrics,
   VolumePlugin,
   VolumePluginContext,

@@ -188,10 +188,18 @@ async function mountDeviceIfNeeded(
   const deviceIntent = ctx.journal?.record({ kind: 'device', volume: vtm.volumeName, spec, devicePath, path: deviceMountPath })
   const podIntent = setupIntent ? ctx.journal?.record(setupRecord(vtm)) : undefined
   const args = { fsGroup, seLinuxLabel: vtm.seLinuxLabel }
-  // A plugin's queries that change nothing (CSI's NodeGetCapabilities) start while the intents are
-  // made durable, the device's sync being the longest wait of the step; every change waits for them.
-  const mountDevice = deviceMount.prepareMountDevice?.(spec, devicePath, deviceMountPath, args) ?? (() => deviceMount.mountDevice(spec, devicePath, deviceMountPath, args))
-  await Promise.all([deviceIntent, podIntent])
+  // A plugin's queries that change nothing (CSI's NodeGetCapabilities), and files the disk scan
+  // finds without the journal (CSI's staging directory and vol_data.json), start while the intents
+  // are made durable, the device's sync being the longest wait of the step; every other change
+  // waits for them.
+  const prepared = deviceMount.prepareMountDevice?.(spec, devicePath, deviceMountPath, args)
+  try {
+    await Promise.all([deviceIntent, podIntent])
+  } catch (err) {
+    await prepared?.abandon?.()
+    throw err
+  }
+  const mountDevice = prepared ?? (() => deviceMount.mountDevice(spec, devicePath, deviceMountPath, args))
   try {
     await mountDevice()
   } catch (err) {
@@ -284,6 +292,8 @@ export function generateUnmountVolume(ctx: OperationContext, mv: MountedVolume):
     run: async () => {
       // Every path below is built through the pod's directories: one swapped for a symlink since
       // set-up would lead the subPath clean and the tear-down elsewhere. Nothing is touched then.
+      // The plugin's reads that change nothing (CSI's vol_data.json) start with the check.
+      const tearDownStep = tearDown.prepareTearDown?.() ?? (() => tearDown.tearDown())
       let chain: { readonly subPathsMissing: boolean }
       try {
         chain = await assertTearDownChain(ctx.host, ctx.paths, { podUID: mv.podUID, pluginName: mv.pluginName, block: false, volumeName: mv.innerVolumeSpecName })
@@ -300,7 +310,7 @@ export function generateUnmountVolume(ctx: OperationContext, mv: MountedVolume):
         }
       }
       try {
-        await tearDown.tearDown()
+        await tearDownStep()
       } catch (failure) {
         const err = await withHolders(ctx, failure, tearDown.getPath())
         ctx.asw.markVolumeMountAsUncertain({

@@ -66,6 +66,15 @@ export interface VolumeMetrics extends FsStats {
 export interface Unmounter {
   getPath(): string
   tearDown(): Promise<void>
+  /**
+   * Optional: {@link tearDown} in two parts, for a plugin whose tear-down begins with reads that
+   * change nothing (CSI: vol_data.json, which the kubelet reads in NewUnmounter, before the
+   * operation runs). Called as the operation starts, while it checks the pod's directories, it may
+   * start only such reads, never a change, and does not throw; the step it returns is run once the
+   * checks passed (never, when they fail) and does everything else, with tearDown's results and
+   * errors. Without it, tearDown runs after the checks.
+   */
+  prepareTearDown?(): () => Promise<void>
 }
 
 /** Attach and detach (kubelet `Attacher`/`Detacher`). */
@@ -91,6 +100,14 @@ export interface DeviceMounterArgs {
   readonly seLinuxLabel?: string
 }
 
+/** The rest of a device step begun by {@link DeviceMountCapability.prepareMountDevice}. */
+export interface PreparedDeviceMount {
+  /** The step, once the device's intent is durable. */
+  (): Promise<void>
+  /** Instead of the step when the intent failed: removes what the preparation made. Does not throw. */
+  abandon?(): Promise<void>
+}
+
 /** The global (per volume, per node) device mount (kubelet `DeviceMounter`/`DeviceUnmounter`). */
 export interface DeviceMountCapability {
   canDeviceMount(spec: VolumeSpec): boolean
@@ -98,12 +115,15 @@ export interface DeviceMountCapability {
   mountDevice(spec: VolumeSpec, devicePath: string, deviceMountPath: string, args: DeviceMounterArgs): Promise<void>
   /**
    * Optional: {@link mountDevice} in two parts, for a plugin whose device step begins with a query
-   * that changes nothing (CSI's NodeGetCapabilities). Called before the device's intent is durable,
-   * it may start only such queries, never a change on the node or in a driver, and does not throw;
-   * the step it returns is run once the intent is durable (never, when the intent fails) and does
-   * everything else, with mountDevice's results and errors. Without it, mountDevice runs after the intent.
+   * that changes nothing (CSI's NodeGetCapabilities) or with files the disk scan finds without the
+   * journal (CSI's staging directory and vol_data.json, which the kubelet writes before
+   * NodeStageVolume: a crash after them leaves what it leaves in the kubelet). Called before the
+   * device's intent is durable, it may start only those, never another change on the node or any in
+   * a driver, and does not throw. The step it returns is run once the intent is durable and does
+   * everything else, with mountDevice's results and errors; when the intent fails, the step's
+   * `abandon` is run instead, to remove what was made. Without it, mountDevice runs after the intent.
    */
-  prepareMountDevice?(spec: VolumeSpec, devicePath: string, deviceMountPath: string, args: DeviceMounterArgs): () => Promise<void>
+  prepareMountDevice?(spec: VolumeSpec, devicePath: string, deviceMountPath: string, args: DeviceMounterArgs): PreparedDeviceMount
   unmountDevice(deviceMountPath: string): Promise<void>
   /**
    * Optional: {@link unmountDevice} in two parts, for a plugin whose device tear-down begins with

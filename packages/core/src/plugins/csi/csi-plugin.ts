@@ -18,7 +18,7 @@ import type { CsiDriverRegistry } from './driver-registry.js'
 import { createCsiDriverObjects } from './driver-objects.js'
 import { createCsiExpander } from './expand.js'
 import { newCsiMounter } from './mounter.js'
-import { publishPaths, unpublishVolume } from './publish.js'
+import { prepareUnpublishVolume, publishPaths, unpublishVolume } from './publish.js'
 import { csiSourceOf } from './requests.js'
 import { CSI_PLUGIN_NAME, type CsiRuntime } from './runtime.js'
 import { volumeSpecFromVolData } from './vol-data.js'
@@ -113,7 +113,11 @@ export function createCsiPlugin(options: CsiPluginOptions): CsiVolumePlugin {
       return newCsiMounter(rt, spec, pod)
     },
     newUnmounter(innerName, podUID) {
-      return { getPath: () => publishPaths(rt, podUID, innerName).target, tearDown: () => unpublishVolume(rt, podUID, innerName) }
+      return {
+        getPath: () => publishPaths(rt, podUID, innerName).target,
+        tearDown: () => unpublishVolume(rt, podUID, innerName),
+        prepareTearDown: () => prepareUnpublishVolume(rt, podUID, innerName),
+      }
     },
     constructVolumeSpec: (innerName, mountPath) => volumeSpecFromVolData(ctx().host, innerName, mountPath),
     attach: createCsiAttacher(rt, (spec) => claimed(spec) !== undefined && attachRequired(spec)),

@@ -124,11 +124,23 @@ export async function nodeUnpublish(rt: CsiRuntime, data: VolData, target: strin
   }
 }
 
-/** NodeUnpublishVolume, then removes `mount`, vol_data.json and the volume directory. Idempotent. */
-export async function unpublishVolume(rt: CsiRuntime, podUID: string, specName: string): Promise<void> {
+/**
+ * {@link unpublishVolume} in two parts (the Unmounter's `prepareTearDown`): vol_data.json is read at
+ * once, as the kubelet reads it when it makes the unmounter, while the operation checks the pod's
+ * directories; the step returned unpublishes with it. A failed read is reported by the step.
+ */
+export function prepareUnpublishVolume(rt: CsiRuntime, podUID: string, specName: string): () => Promise<void> {
+  const data = loadVolData(rt.context().host, publishPaths(rt, podUID, specName).dir)
+  // Looked at only by the step, which may never run (the check refused).
+  data.catch(() => undefined)
+  return () => unpublishVolume(rt, podUID, specName, data)
+}
+
+/** NodeUnpublishVolume, then removes `mount`, vol_data.json and the volume directory. Idempotent. `read`: vol_data.json, already asked. */
+export async function unpublishVolume(rt: CsiRuntime, podUID: string, specName: string, read?: Promise<VolData | null>): Promise<void> {
   const { host } = rt.context()
   const { dir, target } = publishPaths(rt, podUID, specName)
-  const data = await loadVolData(host, dir)
+  const data = await (read ?? loadVolData(host, dir))
   if (data) {
     await nodeUnpublish(rt, data, target)
   } else if (await host.isMountPoint(target).catch(() => false)) {

@@ -4,11 +4,11 @@
 import { type VolumeSpec, mountOptionsOf } from '../../api/volume-spec.js'
 import { isHostError } from '../../errors.js'
 import { dirname, joinPath } from '../../paths.js'
-import type { DeviceMounterArgs } from '../plugin.js'
+import type { DeviceMounterArgs, PreparedDeviceMount } from '../plugin.js'
 import { removeUnmounted } from '../util/remove-unmounted.js'
 import { waitForVolumeAttachment } from './attachment.js'
 import { classifyCsiError, csiStepError, isFinalCsiError } from './csi-error.js'
-import type { CsiNodeCapability } from './csi-driver.js'
+import type { CsiDriver, CsiNodeCapability } from './csi-driver.js'
 import { accessModeOf, csiSourceOf, readSecrets } from './requests.js'
 import { type CsiRuntime, call, capabilitiesOf, driverObject, driverOf } from './runtime.js'
 import { type VolData, loadVolData, removeVolData, makeDirWithVolData, VOL_DATA_FILE } from './vol-data.js'
@@ -35,48 +35,66 @@ export async function removeVolumeDirs(rt: CsiRuntime, mountDir: string, dataDir
 
 /**
  * {@link stageVolume} in two parts (`prepareMountDevice`): NodeGetCapabilities, which changes
- * nothing, is asked at once, while the operation makes the device's intent durable; the step
- * returned stages with its answer. The driver sees the kubelet's calls in the kubelet's order; the
- * capabilities query only starts before the staging directory and vol_data.json are made, and a
- * failed one is reported after them, as before. A driver not registered yet is asked in the step.
+ * nothing, is asked at once, and the staging directory and vol_data.json are made at once (the
+ * first step of MountDevice in the kubelet, found by the disk scan without the journal), while the
+ * operation makes the device's intent durable; the step returned stages with their answers, and its
+ * `abandon` removes the directory and file when the intent fails. On the Linux host the directory,
+ * the file and the intent's synced write go to the I/O worker in one trip. The driver sees the
+ * kubelet's calls in the kubelet's order; a failed query is reported after the directory and file
+ * are made, as before. A driver not registered yet is asked, and the files made, in the step.
  */
-export function prepareStageVolume(rt: CsiRuntime, spec: VolumeSpec, deviceMountPath: string, args: DeviceMounterArgs): () => Promise<void> {
+export function prepareStageVolume(rt: CsiRuntime, spec: VolumeSpec, deviceMountPath: string, args: DeviceMounterArgs): PreparedDeviceMount {
   const source = csiSourceOf(spec)
-  let capabilities: Promise<readonly CsiNodeCapability[]> | undefined
-  if (source && !source.ephemeral && rt.registry.get(source.driver)) {
-    capabilities = capabilitiesOf(rt, source.driver)
-    // Looked at only by the step, which may never run (the intent failed).
-    capabilities.catch(() => undefined)
-  }
-  return () => stageVolume(rt, spec, deviceMountPath, args, capabilities)
+  if (!source || source.ephemeral || !rt.registry.get(source.driver)) return () => stageVolume(rt, spec, deviceMountPath, args)
+  const capabilities = capabilitiesOf(rt, source.driver)
+  const made = makeStagingDir(rt, source, deviceMountPath)
+  // Both looked at only by the step, which may never run (the intent failed).
+  capabilities.catch(() => undefined)
+  made.catch(() => undefined)
+  const step = (): Promise<void> => stageVolume(rt, spec, deviceMountPath, args, { capabilities, made })
+  step.abandon = () => made.then(() => removeStagingDir(rt, deviceMountPath), () => removeStagingDir(rt, deviceMountPath))
+  return step
+}
+
+function makeStagingDir(rt: CsiRuntime, source: { readonly driver: string; readonly volumeHandle: string }, deviceMountPath: string): Promise<void> {
+  return makeDirWithVolData(rt.context().host, deviceMountPath, dirname(deviceMountPath), { driverName: source.driver, volumeHandle: source.volumeHandle })
+}
+
+/** The staging directory, vol_data.json and their directory removed, unless mounted; never throws. */
+async function removeStagingDir(rt: CsiRuntime, deviceMountPath: string): Promise<void> {
+  const dataDir = dirname(deviceMountPath)
+  await removeMountDir(rt, deviceMountPath).catch(() => undefined)
+  await removeVolData(rt.context().host, dataDir).catch(() => undefined)
+  await removeMountDir(rt, dataDir).catch(() => undefined)
+}
+
+/** What {@link prepareStageVolume} started: the driver's capabilities, and the staging directory and vol_data.json. */
+interface StageStarted {
+  readonly capabilities: Promise<readonly CsiNodeCapability[]>
+  readonly made: Promise<void>
 }
 
 /**
  * Creates the staging directory and its vol_data.json (always: UnmountDevice needs it), then
  * stages when the driver has STAGE_UNSTAGE_VOLUME. A final failure removes both; an uncertain one
- * keeps them and reports uncertain progress. `asked`: the driver's capabilities, already asked.
+ * keeps them and reports uncertain progress. `started`: what {@link prepareStageVolume} began.
  */
-export async function stageVolume(
-  rt: CsiRuntime,
-  spec: VolumeSpec,
-  deviceMountPath: string,
-  args: DeviceMounterArgs,
-  asked?: Promise<readonly CsiNodeCapability[]>,
-): Promise<void> {
+export async function stageVolume(rt: CsiRuntime, spec: VolumeSpec, deviceMountPath: string, args: DeviceMounterArgs, started?: StageStarted): Promise<void> {
   const source = csiSourceOf(spec)
   if (!source || source.ephemeral) throw new Error(`volume ${spec.name} is not a CSI persistent volume`)
   const context = rt.context()
-  const { host } = context
-  const driver = driverOf(rt, source.driver, 'attacher.MountDevice failed to create newCsiDriverClient')
-  const dataDir = dirname(deviceMountPath)
-  await makeDirWithVolData(host, deviceMountPath, dataDir, { driverName: source.driver, volumeHandle: source.volumeHandle })
-  const cleanup = async (): Promise<void> => {
-    await removeMountDir(rt, deviceMountPath).catch(() => undefined)
-    await removeVolData(host, dataDir).catch(() => undefined)
-    await removeMountDir(rt, dataDir).catch(() => undefined)
+  const cleanup = (): Promise<void> => removeStagingDir(rt, deviceMountPath)
+  let driver: CsiDriver
+  try {
+    driver = driverOf(rt, source.driver, 'attacher.MountDevice failed to create newCsiDriverClient')
+  } catch (err) {
+    // Unregistered since the preparation made the directory: it goes, as nothing was staged.
+    if (started) await started.made.then(cleanup, cleanup)
+    throw err
   }
+  await (started?.made ?? makeStagingDir(rt, source, deviceMountPath))
   // Before the call: failures here changed nothing on the node and are final as they are.
-  const capabilities = await (asked ?? capabilitiesOf(rt, source.driver))
+  const capabilities = await (started?.capabilities ?? capabilitiesOf(rt, source.driver))
   if (!capabilities.includes('STAGE_UNSTAGE_VOLUME')) return
   const object = await driverObject(rt, source.driver)
   let publishContext: Record<string, string> = {}
