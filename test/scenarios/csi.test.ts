@@ -184,6 +184,35 @@ describe('CSI persistent volumes', () => {
     expect(methods(w).at(-1)).toBe('NodeUnstageVolume')
   })
 
+  // An attempt that timed out may have staged or published; a final error of the next one removes
+  // the directories only if nothing is mounted there, as the kubelet's removeMountDir, so the
+  // vol_data.json the tear-down reads stays beside a mount.
+  it.each([
+    { call: 'NodeStageVolume', data: () => `${ROOT}/${STAGING.replace('/globalmount', '')}/vol_data.json`, left: () => [STAGING] },
+    { call: 'NodePublishVolume', data: () => `${ROOT}/pods/a/volumes/kubernetes.io~csi/pv-data/vol_data.json`, left: () => [STAGING, TARGET('a')].sort() },
+  ])('$call: a final error after a timed-out attempt that mounted keeps vol_data.json, and deleting the pod still tears down', async ({ call, data, left }) => {
+    const w = world()
+    const h = await start(w, { csiDriver: { attachRequired: false } })
+    let attempts = 0
+    const remove = w.driver.intercept(async (c, next) => {
+      if (c.method !== call) return next()
+      if (++attempts === 1) {
+        await next()
+        throw csiError('DeadlineExceeded', 'the disk is slow')
+      }
+      throw csiError('InvalidArgument', 'bad fs type')
+    })
+    h.pods.setPod(claimPod('a'))
+    await h.advanceUntil(() => attempts >= 2 && h.operations.filter((o) => o.error?.includes('bad fs type')).length > 0, { maxMs: 60_000 })
+    expect(relative(w)).toEqual(left())
+    expect(w.host.exists(data())).toBe(true)
+    h.pods.deletePod('a')
+    remove()
+    await h.advanceUntil(() => relative(w).length === 0, { maxMs: 60_000 })
+    expect(relative(w)).toEqual([])
+    expect(methods(w).at(-1)).toBe('NodeUnstageVolume')
+  })
+
   it('a driver that answers NodeUnpublish and NodeUnstage but leaves the mounts: nothing under them is removed, the unmount fails', async () => {
     const w = world()
     const h = await start(w, { csiDriver: { attachRequired: false } })

@@ -119,6 +119,37 @@ describeAsRoot('the volume manager with a gRPC CSI driver on the Linux host', ()
     await k.kill()
   })
 
+  // An attempt that timed out may have staged; a final error of the next one removes the
+  // directories only while nothing is mounted there (the kubelet's removeMountDir), on the kernel.
+  it('a final NodeStageVolume error keeps the staging directory and its vol_data.json while something is mounted there', async () => {
+    let failing = true
+    const w = world((method) => {
+      if (failing && method === 'NodeStageVolume') throw { code: 3, details: 'bad fs type' }
+    })
+    await w.launch()
+    const k = w.manager()
+    await k.plugin.syncDriverObjects()
+    await w.host.mkdir(w.p('earlier'), { recursive: true })
+    await w.host.writeFile(w.p('earlier/canary'), 'canary')
+    await w.host.mkdir(w.staging, { recursive: true })
+    await w.host.mount({ source: w.p('earlier'), target: w.staging, bind: true })
+    w.pods.setPod(w.pod)
+    const volData = `${w.staging.replace(/\/globalmount$/, '')}/vol_data.json`
+    await until(async () => (await w.host.lstat(volData)) !== null)
+    await expect(k.m.waitForAttachAndMount(w.pod, { timeoutMs: 2_000 })).rejects.toThrow()
+    expect(kernelMounts(w.root)).toEqual([w.staging])
+    expect(JSON.parse(readFileSync(volData, 'utf8'))).toEqual({ driverName: DRIVER, volumeHandle: 'vol-1' })
+    expect(readFileSync(`${w.staging}/canary`, 'utf8')).toBe('canary')
+    failing = false
+    await w.host.unmount(w.staging)
+    await k.m.waitForAttachAndMount(w.pod, { timeoutMs: 30_000 })
+    w.pods.deletePod('e2e')
+    await k.m.waitForUnmount(w.pod, { timeoutMs: 30_000 })
+    await until(() => kernelMounts(w.root).length === 0)
+    expect(readFileSync(w.p('earlier/canary'), 'utf8')).toBe('canary')
+    await k.kill()
+  })
+
   it('publishes an inline ephemeral volume as a tmpfs and removes it with the pod', async () => {
     const w = world()
     await w.launch()

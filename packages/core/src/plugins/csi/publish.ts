@@ -13,8 +13,8 @@ import { waitForVolumeAttachment } from './attachment.js'
 import { classifyCsiError, csiStepError, isFinalCsiError } from './csi-error.js'
 import { accessModeOf, attachmentName, csiSourceOf, ephemeralVolumeHandle, lifecycleModesOf, podInfoAttributes, readSecrets, serviceAccountTokens } from './requests.js'
 import { CSI_PLUGIN_NAME, type CsiRuntime, call, capabilitiesOf, driverObject, driverOf, stagingPath } from './runtime.js'
-import { removeMountDir, removeVolumeDirs } from './stage.js'
-import { type VolData, loadVolData, removeVolData, makeDirWithVolData } from './vol-data.js'
+import { removeVolumeDirs } from './stage.js'
+import { type VolData, loadVolData, makeDirWithVolData } from './vol-data.js'
 
 /** The pod's volume directory and its `mount` target. */
 export function publishPaths(rt: CsiRuntime, podUID: string, specName: string): { dir: string; target: string } {
@@ -84,11 +84,9 @@ export async function publishVolume(rt: CsiRuntime, spec: VolumeSpec, pod: Pod, 
       ),
     )
   } catch (err) {
-    if (isFinalCsiError(err)) {
-      await removeMountDir(rt, target).catch(() => undefined)
-      await removeVolData(host, dir).catch(() => undefined)
-      await removeMountDir(rt, dir).catch(() => undefined)
-    }
+    // As the kubelet's removeMountDir: nothing while the target is mounted (an earlier attempt may
+    // have published it, and its unpublish needs vol_data.json).
+    if (isFinalCsiError(err)) await removeVolumeDirs(rt, target, dir).catch(() => undefined)
     throw classifyCsiError('rpc NodePublishVolume', err)
   }
   if (delegated) return

@@ -11,7 +11,7 @@ import { classifyCsiError, csiStepError, isFinalCsiError } from './csi-error.js'
 import type { CsiDriver, CsiNodeCapability } from './csi-driver.js'
 import { accessModeOf, csiSourceOf, readSecrets } from './requests.js'
 import { type CsiRuntime, call, capabilitiesOf, driverObject, driverOf } from './runtime.js'
-import { type VolData, loadVolData, removeVolData, makeDirWithVolData, VOL_DATA_FILE } from './vol-data.js'
+import { type VolData, loadVolData, makeDirWithVolData, VOL_DATA_FILE } from './vol-data.js'
 
 /** Removes a directory (or file) unless it is a mount point; absent is fine, still mounted is an error. */
 export async function removeMountDir(rt: CsiRuntime, path: string): Promise<void> {
@@ -60,12 +60,13 @@ function makeStagingDir(rt: CsiRuntime, source: { readonly driver: string; reado
   return makeDirWithVolData(rt.context().host, deviceMountPath, dirname(deviceMountPath), { driverName: source.driver, volumeHandle: source.volumeHandle })
 }
 
-/** The staging directory, vol_data.json and their directory removed, unless mounted; never throws. */
+/**
+ * The staging directory, vol_data.json and their directory removed in that order, as the kubelet's
+ * removeMountDir: nothing at all while the staging directory is a mount point (an earlier attempt
+ * may have staged it, and its unstage needs vol_data.json). Never throws.
+ */
 async function removeStagingDir(rt: CsiRuntime, deviceMountPath: string): Promise<void> {
-  const dataDir = dirname(deviceMountPath)
-  await removeMountDir(rt, deviceMountPath).catch(() => undefined)
-  await removeVolData(rt.context().host, dataDir).catch(() => undefined)
-  await removeMountDir(rt, dataDir).catch(() => undefined)
+  await removeVolumeDirs(rt, deviceMountPath, dirname(deviceMountPath)).catch(() => undefined)
 }
 
 /** What {@link prepareStageVolume} started: the driver's capabilities, and the staging directory and vol_data.json. */
