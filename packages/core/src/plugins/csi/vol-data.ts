@@ -49,15 +49,6 @@ export async function loadVolData(host: Host, dir: string): Promise<VolData | nu
   return data as VolData
 }
 
-/** Removes `dir/vol_data.json`; a missing file is fine. */
-export async function removeVolData(host: Host, dir: string): Promise<void> {
-  try {
-    await host.remove(joinPath(dir, VOL_DATA_FILE))
-  } catch (err) {
-    if (!isHostError(err, 'ENOENT')) throw err
-  }
-}
-
 /**
  * A volume's spec rebuilt from the `vol_data.json` beside its mount (SPEC §7.7 `ConstructVolumeSpec`):
  * a PV spec with the driver and handle for a persistent volume, an inline spec for an ephemeral one.
