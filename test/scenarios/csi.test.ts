@@ -86,6 +86,24 @@ async function readAttachment(attachments: Map<string, VolumeAttachment> | undef
   return va
 }
 
+/** Holds the host's calls that `match` until `release()`, which also ends the hold (released whatever a test's assertions did). */
+function holdHostCalls(w: World, match: (call: { readonly method: string; readonly path?: string }) => boolean): { release(): void } {
+  let release = (): void => {}
+  const released = new Promise<void>((resolve) => {
+    release = resolve
+  })
+  const stop = w.host.intercept(async (call, next) => {
+    if (match(call)) await released
+    return next()
+  })
+  return {
+    release() {
+      stop()
+      release()
+    },
+  }
+}
+
 const claimPod = (uid: string): Pod => buildPod({ uid, volumes: [{ name: 'data', persistentVolumeClaim: { claimName: 'data' } }] })
 const relative = (w: World) => w.host.mountTargets().map((t) => t.replace(`${ROOT}/`, '')).sort()
 const methods = (w: World) => w.driver.calls.map((c) => c.method).filter((m) => m !== 'NodeGetCapabilities')
@@ -394,14 +412,7 @@ describe('CSI persistent volumes', () => {
     const w = world()
     const h = await start(w, { csiDriver: { attachRequired: false } })
     await h.addPodAndWait(claimPod('a'))
-    let checked = (): void => {}
-    const check = new Promise<void>((resolve) => {
-      checked = resolve
-    })
-    const hold = w.host.intercept(async (call, next) => {
-      if (call.method === 'mountReferences' && call.path === `${ROOT}/${STAGING}`) await check
-      return next()
-    })
+    const check = holdHostCalls(w, (call) => call.method === 'mountReferences' && call.path === `${ROOT}/${STAGING}`)
     h.pods.deletePod('a')
     try {
       // A check that does not finish: the capabilities query only, however long it takes.
@@ -410,13 +421,31 @@ describe('CSI persistent volumes', () => {
       expect(relative(w)).toEqual([STAGING])
       expect(w.host.exists(`${ROOT}/${STAGING.replace('/globalmount', '')}/vol_data.json`)).toBe(true)
     } finally {
-      hold()
-      checked()
+      check.release()
     }
     await h.advanceUntil(() => relative(w).length === 0, { maxMs: 20_000 })
     // The driver sees the kubelet's sequence.
     expect(w.driver.calls.map((c) => c.method).slice(4)).toEqual(['NodeUnpublishVolume', 'NodeGetCapabilities', 'NodeUnstageVolume'])
     expect(w.host.exists(`${ROOT}/plugins/kubernetes.io/csi/${DRIVER}/${sha256Hex(HANDLE)}`)).toBe(false)
+  })
+
+  // The driver's name is in the volume's spec as well: its capabilities are asked without waiting
+  // for vol_data.json, whose answer is used once the file (which decides, as in the kubelet) names it.
+  it('the unstage asks the capabilities of the driver the spec names before vol_data.json is read, once', async () => {
+    const w = world()
+    const h = await start(w, { csiDriver: { attachRequired: false } })
+    await h.addPodAndWait(claimPod('a'))
+    const read = holdHostCalls(w, (call) => call.method === 'readFile' && call.path === `${ROOT}/${STAGING.replace('/globalmount', '')}/vol_data.json`)
+    h.pods.deletePod('a')
+    try {
+      await h.advanceUntil(() => false, { maxMs: 10_000, step: 1_000 })
+      expect(w.driver.calls.map((c) => c.method).slice(4)).toEqual(['NodeUnpublishVolume', 'NodeGetCapabilities'])
+      expect(relative(w)).toEqual([STAGING])
+    } finally {
+      read.release()
+    }
+    await h.advanceUntil(() => relative(w).length === 0, { maxMs: 20_000 })
+    expect(w.driver.calls.map((c) => c.method).slice(4)).toEqual(['NodeUnpublishVolume', 'NodeGetCapabilities', 'NodeUnstageVolume'])
   })
 
   it('a staging path still mounted elsewhere is not unstaged: the reference check refuses, finally, and nothing is removed', async () => {

@@ -168,8 +168,11 @@ export class LinuxHost implements Host {
       },
     })
     this.#sys = this.#counting(this.#lstatSys)
-    this.#table = new MountTable(libc, '/proc/self/mountinfo', () =>
-      this.#sys.fs('read', '/proc/self/mountinfo', (call) => this.#io.run<string>(['readFile', '/proc/self/mountinfo', true], call), { key: '/proc' }),
+    this.#table = new MountTable(
+      libc,
+      '/proc/self/mountinfo',
+      () => this.#sys.fs('read', '/proc/self/mountinfo', (call) => this.#io.run<string>(['readFile', '/proc/self/mountinfo', true], call), { key: '/proc' }),
+      { ordered: true },
     )
     const sys = this.#sys
     if (capabilities.loopDevices) {

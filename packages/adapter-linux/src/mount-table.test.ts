@@ -95,6 +95,31 @@ describe('MountTable', () => {
     expect(t.reads).toBe(2)
   })
 
+  it('ordered: the consistent read asks its first two reads at once, and reads on until two in a row agree', async () => {
+    // Answers in the order asked; the first two disagree (a mount came between them).
+    const answers = [line(20, '/'), line(20, '/') + line(21, '/mnt/a'), line(20, '/') + line(21, '/mnt/a')]
+    const asked: ((text: string) => void)[] = []
+    const read = () => new Promise<string>((resolve) => asked.push(resolve))
+    const answer = () => {
+      for (const resolve of asked.splice(0)) resolve(answers.shift() as string)
+    }
+    const dir = mkdtempSync(join(tmpdir(), 'kubevol-table-'))
+    dirs.push(dir)
+    writeFileSync(join(dir, 'mountinfo'), '')
+    const t = new MountTable(libc, join(dir, 'mountinfo'), read, { ordered: true })
+    const entries = t.entries()
+    await new Promise((r) => setImmediate(r))
+    expect(asked).toHaveLength(2)
+    answer()
+    await new Promise((r) => setImmediate(r))
+    // They disagreed: a third, alone, compared with the second.
+    expect(asked).toHaveLength(1)
+    answer()
+    expect((await entries).map((e) => e.target)).toEqual(['/', '/mnt/a'])
+    expect(answers).toHaveLength(0)
+    expect(t.reads).toBe(1)
+  })
+
   it('answers from the snapshot, with no read, while nothing changed', async () => {
     const reader = controlledReader()
     const t = table(reader)

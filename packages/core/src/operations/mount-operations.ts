@@ -388,7 +388,7 @@ export function generateUnmountDevice(ctx: OperationContext, av: AttachedVolume)
       }
       // A plugin's reads that change nothing (CSI's vol_data.json and NodeGetCapabilities) start
       // alongside the reference check; nothing changes before it passed.
-      const unmountDevice = deviceMount.prepareUnmountDevice?.(deviceMountPath) ?? (() => deviceMount.unmountDevice(deviceMountPath))
+      const unmountDevice = deviceMount.prepareUnmountDevice?.(deviceMountPath, av.spec) ?? (() => deviceMount.unmountDevice(deviceMountPath))
       let refs: readonly string[]
       try {
         refs = await deviceMount.getDeviceMountRefs(deviceMountPath)

@@ -127,13 +127,14 @@ export interface DeviceMountCapability {
   unmountDevice(deviceMountPath: string): Promise<void>
   /**
    * Optional: {@link unmountDevice} in two parts, for a plugin whose device tear-down begins with
-   * reads that change nothing (CSI: vol_data.json, then NodeGetCapabilities). Called before the
-   * operation checks the device's mount references, it may start only such reads, never a change on
-   * the node or in a driver, and does not throw; the step it returns is run once the check passed
-   * (never, when other mounts still reference the device) and does everything else, with
-   * unmountDevice's results and errors. Without it, unmountDevice runs after the check.
+   * reads that change nothing (CSI: vol_data.json, and NodeGetCapabilities of the driver `spec`
+   * names). Called before the operation checks the device's mount references, it may start only
+   * such reads, never a change on the node or in a driver, and does not throw; the step it returns
+   * is run once the check passed (never, when other mounts still reference the device) and does
+   * everything else, with unmountDevice's results and errors. `spec`: the volume's, as the actual
+   * state holds it. Without it, unmountDevice runs after the check.
    */
-  prepareUnmountDevice?(deviceMountPath: string): () => Promise<void>
+  prepareUnmountDevice?(deviceMountPath: string, spec?: VolumeSpec): () => Promise<void>
   /** Mount points other than `deviceMountPath` that mount the same device. */
   getDeviceMountRefs(deviceMountPath: string): Promise<readonly string[]>
 }

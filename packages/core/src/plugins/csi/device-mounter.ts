@@ -24,7 +24,7 @@ export function createCsiDeviceMounter(rt: CsiRuntime, canDeviceMount: (spec: Vo
     mountDevice: (spec, _devicePath, deviceMountPath, args) => stageVolume(rt, spec, deviceMountPath, args),
     prepareMountDevice: (spec, _devicePath, deviceMountPath, args) => prepareStageVolume(rt, spec, deviceMountPath, args),
     unmountDevice: (deviceMountPath) => unstageVolume(rt, deviceMountPath),
-    prepareUnmountDevice: (deviceMountPath) => prepareUnstageVolume(rt, deviceMountPath),
+    prepareUnmountDevice: (deviceMountPath, spec) => prepareUnstageVolume(rt, deviceMountPath, spec),
     getDeviceMountRefs: (deviceMountPath) => mountReferences(rt.context().host, deviceMountPath),
   }
 }

@@ -139,15 +139,24 @@ interface UnstageReads {
 
 /**
  * {@link unstageVolume} in two parts (`prepareUnmountDevice`): vol_data.json is read at once, and
- * the driver it names asked for its capabilities, while the operation checks the device's mount
- * references; the step returned unstages with those answers. Both change nothing. The driver sees
- * the kubelet's calls in the kubelet's order (NodeUnpublishVolume has returned before this starts);
- * only when the check refuses (other mounts still reference the device) has it been asked for its
- * capabilities with no NodeUnstageVolume after. A failed read is reported by the step, after the check.
+ * the driver the volume's spec names asked for its capabilities at once too, while the operation
+ * checks the device's mount references; the step returned unstages with those answers. Both change
+ * nothing. vol_data.json decides, as in the kubelet: when it names another driver, that one is
+ * asked once it is read, and when it is missing nothing is unstaged. The driver sees the kubelet's
+ * calls in the kubelet's order (NodeUnpublishVolume has returned before this starts); only when
+ * the check refuses (other mounts still reference the device), or vol_data.json is missing or
+ * names another driver, has it been asked for its capabilities with no NodeUnstageVolume after. A
+ * failed read is reported by the step, after the check.
  */
-export function prepareUnstageVolume(rt: CsiRuntime, deviceMountPath: string): () => Promise<void> {
+export function prepareUnstageVolume(rt: CsiRuntime, deviceMountPath: string, spec?: VolumeSpec): () => Promise<void> {
   const data = loadVolData(rt.context().host, dirname(deviceMountPath))
-  const capabilities = data.then((d) => (d && rt.registry.get(d.driverName) ? capabilitiesOf(rt, d.driverName) : undefined))
+  const named = spec ? csiSourceOf(spec)?.driver : undefined
+  const early = named !== undefined && rt.registry.get(named) ? capabilitiesOf(rt, named) : undefined
+  early?.catch(() => undefined)
+  const capabilities = data.then((d) => {
+    if (!d || !rt.registry.get(d.driverName)) return undefined
+    return d.driverName === named && early ? early : capabilitiesOf(rt, d.driverName)
+  })
   // Looked at only by the step, which may never run (the check refused).
   capabilities.catch(() => undefined)
   return () => unstageVolume(rt, deviceMountPath, { data, capabilities })
