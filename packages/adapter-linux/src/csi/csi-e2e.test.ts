@@ -119,6 +119,36 @@ describeAsRoot('the volume manager with a gRPC CSI driver on the Linux host', ()
     await k.kill()
   })
 
+  // vol_data.json is read while the pod's directories are checked; a level swapped for a symlink
+  // stops the tear-down before NodeUnpublishVolume, on the kernel, and nothing outside the root moves.
+  it('a pod directory level swapped for a symlink: no NodeUnpublishVolume, nothing unmounted, the canary kept; the tear-down goes on once it is gone', async () => {
+    const calls: string[] = []
+    const w = world((method) => {
+      calls.push(method)
+    })
+    await w.launch()
+    const k = w.manager()
+    await k.plugin.syncDriverObjects()
+    w.pods.setPod(w.pod)
+    await k.m.waitForAttachAndMount(w.pod, { timeoutMs: 30_000 })
+    await w.host.mkdir(w.p('outside/kubernetes.io~csi/pv-data'), { recursive: true })
+    await w.host.writeFile(w.p('outside/kubernetes.io~csi/pv-data/vol_data.json'), JSON.stringify({ driverName: DRIVER, volumeHandle: 'victim' }))
+    await w.host.writeFile(w.p('outside/canary'), 'canary')
+    await w.host.symlink(w.p('outside'), `${w.root}/pods/e2e/plugins`)
+    w.pods.deletePod('e2e')
+    await new Promise((r) => setTimeout(r, 1_000))
+    expect(calls).not.toContain('NodeUnpublishVolume')
+    expect(kernelMounts(w.root)).toEqual([w.staging, w.target].sort())
+    expect(readFileSync(w.p('outside/canary'), 'utf8')).toBe('canary')
+    expect(readFileSync(w.p('outside/kubernetes.io~csi/pv-data/vol_data.json'), 'utf8')).toContain('victim')
+    await w.host.remove(`${w.root}/pods/e2e/plugins`)
+    await k.m.waitForUnmount(w.pod, { timeoutMs: 30_000 })
+    await until(() => kernelMounts(w.root).length === 0)
+    expect(calls.filter((m) => m === 'NodeUnpublishVolume')).toHaveLength(1)
+    expect(readFileSync(w.p('outside/canary'), 'utf8')).toBe('canary')
+    await k.kill()
+  })
+
   // An attempt that timed out may have staged; a final error of the next one removes the
   // directories only while nothing is mounted there (the kubelet's removeMountDir), on the kernel.
   it('a final NodeStageVolume error keeps the staging directory and its vol_data.json while something is mounted there', async () => {
