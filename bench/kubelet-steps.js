@@ -4,6 +4,7 @@
 // against these loops is what it adds; the loops are the floor it is measured from. Used by
 // linux-scale.js, and by linux-host.js (its raw loop and its kubelet-steps floor).
 import { createRequire } from 'node:module'
+import { chmodSync, lstatSync, mkdirSync, rmdirSync, statSync, unlinkSync, writeFileSync } from 'node:fs'
 import { lstat, mkdir, rmdir, stat, chmod, unlink, writeFile } from 'node:fs/promises'
 
 const require = createRequire(import.meta.url)
@@ -61,6 +62,73 @@ function podDirMaker(pods, plugin) {
 
 const EMPTY_DIR = 'kubernetes.io~empty-dir'
 
+// An emptyDir on disk set up as the kubelet does (SPEC §7.3), through node:fs's promises (libuv's pool).
+async function setUpEmptyDirOnDisk(pods, uid, name) {
+  const vol = `${pods}/${uid}/volumes/${EMPTY_DIR}/${name}`
+  const meta = `${pods}/${uid}/plugins/${EMPTY_DIR}/${name}`
+  await missing(`${meta}/ready`)
+  await mkdir(vol, { mode: 0o777 })
+  const info = await stat(vol)
+  if ((info.mode & 0o777) !== 0o777) await chmod(vol, 0o777)
+  await mkdir(meta, { mode: 0o750 })
+  await writeFile(`${meta}/ready`, '')
+}
+
+// The same steps made synchronously on the calling thread, one after another: no hand-off at all.
+function setUpEmptyDirOnDiskSync(pods, uid, name) {
+  const vol = `${pods}/${uid}/volumes/${EMPTY_DIR}/${name}`
+  const meta = `${pods}/${uid}/plugins/${EMPTY_DIR}/${name}`
+  try {
+    lstatSync(`${meta}/ready`)
+  } catch {}
+  mkdirSync(vol, { mode: 0o777 })
+  if ((statSync(vol).mode & 0o777) !== 0o777) chmodSync(vol, 0o777)
+  mkdirSync(meta, { mode: 0o750 })
+  writeFileSync(`${meta}/ready`, '')
+}
+
+/**
+ * Pod start-up at the floor: a node of `pods` × `perPod` disk emptyDirs under `dir`, then `samples`
+ * (+ `warmup`) pods of `perPod` each set up, timed from the first step to the last (the pod's
+ * directories included), and torn down untimed. The pods alternate between the kubelet's steps
+ * through node:fs's promises, a pod's volumes all at once on libuv's pool (as the plain loops
+ * above), and the same steps synchronously on one thread, the least any hand-off can cost.
+ * Returns the sorted times of each, in ms.
+ */
+export async function emptyDirPodStartUpSteps(dir, { pods: podCount, perPod, samples, warmup }) {
+  const pods = `${dir}/pods`
+  const names = Array.from({ length: perPod }, (_, v) => `d${v}`)
+  const podDirs = (uid) => [`${pods}/${uid}/volumes/${EMPTY_DIR}`, `${pods}/${uid}/plugins/${EMPTY_DIR}`]
+  const node = []
+  for (let p = 0; p < podCount; p++) for (const name of names) node.push({ uid: `uid-${p}`, name })
+  const made = podDirMaker(pods, EMPTY_DIR)
+  await pool(WIDTH, node, async ({ uid, name }) => {
+    await made(uid)
+    await setUpEmptyDirOnDisk(pods, uid, name)
+  })
+  const times = { libuv: [], sync: [] }
+  for (let i = 0; i < 2 * (warmup + samples); i++) {
+    const uid = `uid-${podCount + i}`
+    const way = i % 2 === 0 ? 'libuv' : 'sync'
+    const t0 = performance.now()
+    if (way === 'libuv') {
+      await Promise.all(podDirs(uid).map((d) => mkdir(d, { recursive: true })))
+      await Promise.all(names.map((name) => setUpEmptyDirOnDisk(pods, uid, name)))
+    } else {
+      for (const d of podDirs(uid)) mkdirSync(d, { recursive: true })
+      for (const name of names) setUpEmptyDirOnDiskSync(pods, uid, name)
+    }
+    const ms = performance.now() - t0
+    if (i >= 2 * warmup) times[way].push(ms)
+    for (const name of names) {
+      unlinkSync(`${pods}/${uid}/plugins/${EMPTY_DIR}/${name}/ready`)
+      rmdirSync(`${pods}/${uid}/plugins/${EMPTY_DIR}/${name}`)
+      rmdirSync(`${pods}/${uid}/volumes/${EMPTY_DIR}/${name}`)
+    }
+  }
+  return { libuv: times.libuv.sort((a, b) => a - b), sync: times.sync.sort((a, b) => a - b) }
+}
+
 /**
  * emptyDir on the node's disk, `pods` × `perPod` volumes under `dir`, converged then torn down, each
  * timed. Set-up (SPEC §7.3): is the ready marker there (lstat), make the directory 0777, stat it
@@ -76,14 +144,7 @@ export async function emptyDirDiskSteps(dir, { pods: podCount, perPod }) {
   const t0 = performance.now()
   await pool(WIDTH, volumes, async ({ uid, name }) => {
     await podDirs(uid)
-    const vol = `${pods}/${uid}/volumes/${EMPTY_DIR}/${name}`
-    const meta = `${pods}/${uid}/plugins/${EMPTY_DIR}/${name}`
-    await missing(`${meta}/ready`)
-    await mkdir(vol, { mode: 0o777 })
-    const info = await stat(vol)
-    if ((info.mode & 0o777) !== 0o777) await chmod(vol, 0o777)
-    await mkdir(meta, { mode: 0o750 })
-    await writeFile(`${meta}/ready`, '')
+    await setUpEmptyDirOnDisk(pods, uid, name)
   })
   const converge = seconds(t0)
   const t1 = performance.now()

@@ -5,13 +5,14 @@
 //   torn down, each timed; kubevol ÷ floor for each (target ≤ 1.25);
 // - 1,000 emptyDir (Memory) + 1,000 hostPath mounted, then unmounted, each timed, the same ratio;
 // - pod start-up on that node of 1,000 pods × 10 emptyDir: pods of 10 emptyDir added one at a time,
-//   pod added → waitForAttachAndMount (median ≤ 1.5 ms, p99 ≤ 5 ms).
+//   pod added → waitForAttachAndMount (median ≤ 1.5 ms, p99 ≤ 5 ms), and the kubelet's steps for
+//   such a pod as plain loops (through node:fs, and synchronously on one thread) beside it.
 // The manager's runs and the loops' alternate (three each, median), after one uncounted round of each.
 import { spawnSync } from 'node:child_process'
 import { mkdirSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import { fileURLToPath } from 'node:url'
-import { emptyDirDiskSteps, memoryHostPathSteps } from './kubelet-steps.js'
+import { emptyDirDiskSteps, emptyDirPodStartUpSteps, memoryHostPathSteps } from './kubelet-steps.js'
 import { writeResult } from './results.js'
 import { scratchFilesystem } from './scratch-fs.js'
 
@@ -161,6 +162,15 @@ async function startUp() {
   return { samples: sorted.length, fillSeconds: fill, medianMs: percentile(sorted, 50), p90Ms: percentile(sorted, 90), p99Ms: percentile(sorted, 99), maxMs: sorted.at(-1), cpuMedianMs: median(cpu) }
 }
 
+// The same start-up at the floor: the kubelet's steps for such a pod on such a node, as plain loops.
+async function startUpFloor() {
+  const floorDir = `${base}/floor`
+  const t = await emptyDirPodStartUpSteps(floorDir, { pods: config.diskPods, perPod: config.perPod, samples: config.samples, warmup: config.warmup })
+  rmSync(floorDir, { recursive: true, force: true })
+  const figures = (sorted) => ({ medianMs: percentile(sorted, 50), p99Ms: percentile(sorted, 99) })
+  return { libuv: figures(t.libuv), sync: figures(t.sync) }
+}
+
 // One round of each workload, manager then loop; `disk` and `mix` are the sizes in pods.
 async function round(disk, mix) {
   const floorDir = `${base}/floor`
@@ -179,17 +189,20 @@ const loadBefore = load()
 // volumes took 1.6-2x as long as the same volumes later) and the loops'.
 if (config.startupOnly) {
   const startup = await startUp()
+  const floor = await startUpFloor()
   scratch.remove()
   const f = (ms) => `${ms.toFixed(2)} ms`
   console.log(
     `start-up (${config.separateSteps ? 'separate calls' : 'fileSteps'}), load ${loadBefore} → ${load()}: median ${f(startup.medianMs)}, p90 ${f(startup.p90Ms)}, p99 ${f(startup.p99Ms)}, max ${f(startup.maxMs)}; CPU median ${f(startup.cpuMedianMs)} a pod`,
   )
+  console.log(`the kubelet's steps: through libuv median ${f(floor.libuv.medianMs)}, p99 ${f(floor.libuv.p99Ms)}; on one thread median ${f(floor.sync.medianMs)}, p99 ${f(floor.sync.p99Ms)}`)
   process.exit(0)
 }
 const cold = await round(Math.ceil(config.diskPods / 10), Math.ceil(config.mixPods / 10))
 const rounds = []
 for (let r = 0; r < config.runs; r++) rounds.push(await round(config.diskPods, config.mixPods))
 const startup = await startUp()
+startup.floor = await startUpFloor()
 const loadAfter = load()
 scratch.remove()
 
@@ -227,6 +240,8 @@ const md = [
   `| p90, max | ${startup.p90Ms.toFixed(2)} ms, ${startup.maxMs.toFixed(2)} ms | | |`,
   `| CPU of the process a pod (every thread), median | ${startup.cpuMedianMs.toFixed(2)} ms | | |`,
   `| node fill (${config.diskPods.toLocaleString('en')} pods added at once) | ${startup.fillSeconds.toFixed(2)} s | | |`,
+  `| the kubelet's steps for the same pod as a plain loop (bench/kubelet-steps.js), through node:fs (the pod's volumes at once on libuv's pool): median / p99 | ${startup.floor.libuv.medianMs.toFixed(2)} ms / ${startup.floor.libuv.p99Ms.toFixed(2)} ms | | |`,
+  `| the same steps made synchronously on one thread, no hand-off: median / p99 | ${startup.floor.sync.medianMs.toFixed(2)} ms / ${startup.floor.sync.p99Ms.toFixed(2)} ms | | |`,
   '',
 ]
 console.log(md.join('\n'))
