@@ -232,38 +232,30 @@ const calls = {
     const buf = new Uint8Array(256)
     const view = new DataView(buf.buffer)
     for (let i = 0; i < paths.length; i++) {
-      if (unmountLast && i === paths.length - 1) {
-        const mounted = (() => {
-          const r = result(libc().statx(AT_FDCWD, paths[i], flags, mask, buf))
-          // A mount whose filesystem no longer answers (mount-utils' IsCorruptedMnt) may hang its
-          // unmount too: the main thread makes it, under that mount's own deadline.
-          if (r.ret < 0) return r.errno === ENOENT ? 'missing' : CORRUPTED.has(r.errno) ? 'unsure' : r
-          if ((view.getUint32(56, true) & mountRoot) === 0) return 'unsure'
-          return (view.getUint32(8, true) & mountRoot) !== 0
-        })()
-        if (mounted === 'missing') continue
-        if (mounted === 'unsure') return [i, 0, '']
-        if (typeof mounted === 'object') return [i, mounted.errno, 'statx']
-        if (mounted) {
-          const u = result(libc().umount2(paths[i], umountFlags))
-          if (u.ret < 0 && u.errno !== EINVAL) return [i, u.errno, 'umount2']
-          try {
-            fs.rmdirSync(paths[i])
-          } catch (err) {
-            if (err.code === 'ENOENT') continue
-            return [i, Math.abs(err.errno), err.syscall]
-          }
-          continue
-        }
-      }
+      // One statx a path: it tells a mount root, and the type the removal goes by.
+      const unmountIt = unmountLast && i === paths.length - 1
       const r = result(libc().statx(AT_FDCWD, paths[i], flags, mask, buf))
       if (r.ret < 0) {
         if (r.errno === ENOENT) continue
+        // A mount whose filesystem no longer answers (mount-utils' IsCorruptedMnt) may hang its
+        // unmount too: the main thread makes it, under that mount's own deadline.
+        if (unmountIt && CORRUPTED.has(r.errno)) return [i, 0, '']
         return [i, r.errno, 'statx']
       }
       // stx_attributes_mask and stx_attributes, low words (the mount-root bit is below 2^32).
       if ((view.getUint32(56, true) & mountRoot) === 0) return [i, 0, '']
-      if ((view.getUint32(8, true) & mountRoot) !== 0) return [i, EBUSY, 'statx']
+      if ((view.getUint32(8, true) & mountRoot) !== 0) {
+        if (!unmountIt) return [i, EBUSY, 'statx']
+        const u = result(libc().umount2(paths[i], umountFlags))
+        if (u.ret < 0 && u.errno !== EINVAL) return [i, u.errno, 'umount2']
+        try {
+          fs.rmdirSync(paths[i])
+        } catch (err) {
+          if (err.code === 'ENOENT') continue
+          return [i, Math.abs(err.errno), err.syscall]
+        }
+        continue
+      }
       try {
         // By the type statx gave (stx_mask bit 1, stx_mode at 28): one call, not an unlink(2) that
         // fails with EISDIR first. Something else there by now fails the call (EISDIR, ENOTDIR).

@@ -1,0 +1,47 @@
+// The system calls of the Linux host's hottest paths, counted on the real kernel with strace(1):
+// what the benchmarks and the documentation promise a call makes, held here.
+import { expect, it } from 'vitest'
+import { describeAsRoot } from '../test/as-root.js'
+import { useLinuxHost } from '../test/harness.js'
+import { straceMissing, traceSelf } from '../test/strace.js'
+
+const missing = straceMissing()
+
+describeAsRoot('linux host: system calls counted with strace', () => {
+  const h = useLinuxHost()
+
+  // Without strace, CI fails here rather than skipping (CI installs it: see .ci/run).
+  if (missing && process.env.CI === 'true') {
+    it(`cannot run: ${missing}`, () => {
+      throw new Error(missing)
+    })
+    return
+  }
+
+  it.skipIf(missing !== undefined)('removeUnmounted makes one statx a path, the last one unmounted or not (an emptyDir’s tear-down on disk and in memory)', async () => {
+    const { host, p } = h()
+    // An emptyDir on disk: its ready marker, the marker's directory, the volume's directory.
+    await host.mkdir(p('disk', 'meta'), { recursive: true })
+    await host.mkdir(p('disk', 'vol'))
+    await host.writeFile(p('disk', 'meta', 'ready'), '')
+    // One in memory: the same, its volume a tmpfs.
+    await host.mkdir(p('mem', 'meta'), { recursive: true })
+    await host.mkdir(p('mem', 'vol'))
+    await host.writeFile(p('mem', 'meta', 'ready'), '')
+    await host.mount({ source: 'tmpfs', target: p('mem', 'vol'), fstype: 'tmpfs' })
+    // The I/O worker started and koffi loaded before the trace: only the calls below are in it.
+    await host.lstat(p('disk'))
+    const disk = [p('disk', 'meta', 'ready'), p('disk', 'meta'), p('disk', 'vol')]
+    const mem = [p('mem', 'meta', 'ready'), p('mem', 'meta'), p('mem', 'vol')]
+    const trace = await traceSelf('statx,unlink,rmdir,umount2')
+    await host.removeUnmounted?.(disk, { unmountLast: true })
+    await host.removeUnmounted?.(mem, { unmountLast: true })
+    const lines = await trace.stop()
+    const calls = (name: string, path: string) => lines.filter((line) => line.includes(`${name}(`) && line.includes(`"${path}"`)).length
+    for (const path of [...disk, ...mem]) expect(calls('statx', path), path).toBe(1)
+    expect([disk[0], mem[0]].map((path) => calls('unlink', path))).toEqual([1, 1])
+    expect([disk[1], disk[2], mem[1], mem[2]].map((path) => calls('rmdir', path))).toEqual([1, 1, 1, 1])
+    expect(calls('umount2', mem[2] as string)).toBe(1)
+    for (const path of [...disk, ...mem]) expect(await host.lstat(path)).toBeNull()
+  })
+})
