@@ -263,6 +263,33 @@ describeAsRoot('tear-down safety on the Linux host', () => {
     })
   })
 
+  it.each([
+    { target: 'a directory', mountOutside: false },
+    { target: 'a mount point', mountOutside: true },
+  ])('an emptyDir on disk whose directory was swapped for a symlink to $target outside: only the link goes, what it points at stays', async ({ mountOutside }) => {
+    const { host, p } = h()
+    const root = p('kubevol')
+    const m = manager(host, root)
+    const pod = buildPod({ uid: 'sw', volumes: [{ name: 'cache', emptyDir: {} }] })
+    m.pods.setPod(pod)
+    await m.vm.waitForAttachAndMount(pod, { timeoutMs: 30_000 })
+    const dir = `${root}/pods/sw/volumes/kubernetes.io~empty-dir/cache`
+    mkdirSync(p('outside'))
+    if (mountOutside) execFileSync('mount', ['-t', 'tmpfs', 'tmpfs', p('outside')])
+    plantCanaries(p('outside'))
+    // The tear-down's last removal (the volume's directory, with unmountLast) meets the link.
+    execFileSync('rmdir', [dir])
+    symlinkSync(p('outside'), dir)
+    m.pods.deletePod('sw')
+    await m.vm.waitForUnmount(pod, { timeoutMs: 30_000 })
+    expect(await until(() => !exists(dir))).toBe(true)
+    expectCanaries(p('outside'))
+    expect(lstatSync(p('outside')).isDirectory()).toBe(true)
+    expect(kernelMounts(p('outside'))).toEqual(mountOutside ? [p('outside')] : [])
+    if (mountOutside) execFileSync('umount', [p('outside')])
+    await m.stop()
+  })
+
   it('an emptyDir whose directory holds a dead FUSE mount is torn down, and the FUSE source is kept', async () => {
     const { host, p } = h()
     const root = p('kubevol')
