@@ -47,6 +47,11 @@ export const O_NOFOLLOW = 0o400000
 export const O_CLOEXEC = 0o2000000
 export const O_PATH = 0o10000000
 export const AT_SYMLINK_NOFOLLOW = 0x100
+// openat2(2) RESOLVE_* flags (linux/openat2.h)
+export const RESOLVE_NO_XDEV = 0x01
+export const RESOLVE_NO_MAGICLINKS = 0x02
+export const RESOLVE_NO_SYMLINKS = 0x04
+export const RESOLVE_BENEATH = 0x08
 export const AT_EMPTY_PATH = 0x1000
 /** statx: answer from cached attributes, never revalidate with a (network) filesystem. */
 export const AT_STATX_DONT_SYNC = 0x4000

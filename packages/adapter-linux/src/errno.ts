@@ -96,6 +96,8 @@ interface NodeSystemError {
   readonly code?: unknown
   readonly errno?: unknown
   readonly syscall?: unknown
+  /** Said before the errno's text (the I/O worker's refusal of a symlink beneath the root). */
+  readonly detail?: unknown
 }
 
 /**
@@ -110,7 +112,8 @@ export function toHostError(err: unknown, syscall: string, path: string): HostEr
     const code = hostCodeOf(name)
     const errno = typeof e.errno === 'number' ? Math.abs(e.errno) : constants.errno[name as keyof typeof constants.errno]
     const message = errno === undefined ? name : errnoMessage(errno)
-    return new HostError(code, syscall, path, code === name ? message : `${name}: ${message}`, { cause: err })
+    const text = code === name ? message : `${name}: ${message}`
+    return new HostError(code, syscall, path, typeof e.detail === 'string' ? `${e.detail}: ${text}` : text, { cause: err })
   }
   return new HostError('EIO', syscall, path, err instanceof Error ? err.message : String(err), { cause: err })
 }

@@ -14,6 +14,22 @@ export type IoOp =
   | readonly ['mkdirp', path: string, mode: number]
   /** → undefined. `remove` is unlink(2), then rmdir(2) when it is a directory (EISDIR). */
   | readonly ['rmdir' | 'unlink' | 'remove', path: string]
+  /** → the names in the directory (unsorted). */
+  | readonly ['readdir', path: string]
+  /** → undefined. */
+  | readonly ['truncate', path: string, size: number]
+  /** fsync(2) of the file → undefined. */
+  | readonly ['fsync', path: string]
+  /** → undefined. */
+  | readonly ['rename', from: string, to: string]
+  /** → undefined. */
+  | readonly ['symlink', target: string, path: string]
+  /** → the link's target. */
+  | readonly ['readlink', path: string]
+  /** → undefined; never follows `path`. */
+  | readonly ['lchown', path: string, uid: number, gid: number]
+  /** → the path with every symlink resolved (beneath the root: the path itself, which must have none). */
+  | readonly ['realpath', path: string]
   /** The whole file → Uint8Array, or string when `utf8`. */
   | readonly ['readFile', path: string, utf8: boolean]
   /** → undefined. */
@@ -88,7 +104,16 @@ export type FileStepsDone = readonly [stoppedAt: number] | readonly [undecidedAt
  * ended it, with the errno and call that failed (EBUSY from `statx`: a mount point), or errno 0
  * when this kernel's statx cannot tell a mount root.
  */
-export type RemoveUnmounted = readonly [stoppedAt: number, errno: number, syscall: string]
+export type RemoveUnmounted = readonly [stoppedAt: number, errno: number, syscall: string, detail?: string]
+
+/**
+ * The root calls resolve beneath, as a batch carries it: the names the root goes by (as given, and
+ * with its symlinks resolved), a directory descriptor of it, and its real path. A path strictly
+ * beneath one of the names is resolved from the descriptor with openat2(RESOLVE_BENEATH |
+ * RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS): a symlink at any level below the root fails the
+ * call with ELOOP, and the act is made on what that one resolution found.
+ */
+export type IoRoot = readonly [names: readonly string[], fd: number, realPath: string]
 
 /** A file's fields as the worker sends them: mode (with the type bits), uid, gid, size, dev, ino, mtimeMs, rdev. */
 export type FileFields = readonly [number, number, number, number, number, number, number, number]
@@ -100,6 +125,8 @@ export interface IoFailure {
   /** The call that failed (`rmdir` for a `remove` of a directory). */
   readonly syscall?: string
   readonly message: string
+  /** What the worker adds to the errno's text (a refused symlink beneath the root). */
+  readonly detail?: string
 }
 
 /** Not started yet: the worker or the main thread may claim it. */
@@ -160,6 +187,8 @@ function libc() {
     mount: c.func('mount', 'int', ['const char *', 'const char *', 'const char *', 'unsigned long', 'const char *']),
     umount2: c.func('umount2', 'int', ['const char *', 'int']),
     statx: c.func('statx', 'int', ['int', 'const char *', 'int', 'unsigned int', 'void *']),
+    // glibc has no openat2 wrapper: syscall(SYS_openat2, ...), fixed arguments (the same registers on 64-bit ABIs).
+    openat2: c.func('syscall', 'long', ['long', 'int', 'const char *', 'void *', 'size_t']),
   }
   return lib
 }
@@ -170,102 +199,297 @@ function fields(s) {
   return s === undefined ? null : [s.mode, s.uid, s.gid, s.size, s.dev, s.ino, s.mtimeMs, s.rdev]
 }
 const AT_FDCWD = -100
-const { ENOENT, EBUSY, EINVAL, ENOTCONN, ESTALE, EIO, EACCES, EHOSTDOWN, ENODEV } = require('node:os').constants.errno
+const { ENOENT, EBUSY, EINVAL, ENOTCONN, ESTALE, EIO, EACCES, EHOSTDOWN, ENODEV, ELOOP, EXDEV } = require('node:os').constants.errno
 const CORRUPTED = new Set([ENOTCONN, ESTALE, EIO, EACCES, EHOSTDOWN, ENODEV])
-const calls = {
-  lstat: (p) => fields(fs.lstatSync(p, { throwIfNoEntry: false })),
-  stat: (p) => fields(fs.statSync(p, { throwIfNoEntry: false })),
-  mkdir: (p, mode) => { fs.mkdirSync(p, { mode }) },
-  chmod: (p, mode) => { fs.chmodSync(p, mode) },
-  mkdirp: (p, mode) => fs.mkdirSync(p, { mode, recursive: true }) !== undefined,
-  rmdir: (p) => { fs.rmdirSync(p) },
-  unlink: (p) => { fs.unlinkSync(p) },
-  remove: (p) => {
+const O_WRONLY = 1
+const O_CREAT = 0o100
+const O_TRUNC = 0o1000
+const O_APPEND = 0o2000
+const O_DIRECTORY = 0o200000
+const O_CLOEXEC = 0o2000000
+const O_PATH = 0o10000000
+const UMOUNT_NOFOLLOW = 8
+// openat2(2): no symlink at any level, no magic link, nothing above the directory it starts from.
+const RESOLVE_NO_MAGICLINKS = 0x02
+const RESOLVE_NO_SYMLINKS = 0x04
+const RESOLVE_BENEATH = 0x08
+const how = new BigUint64Array(3)
+// The root this batch resolves beneath: [names it goes by, its descriptor], or null (no root yet).
+let root = null
+// The path relative to the root when 'p' is strictly beneath it, else undefined.
+function beneath(p) {
+  if (root === null) return undefined
+  for (const prefix of root[0]) {
+    if (p.length > prefix.length + 1 && p.charCodeAt(prefix.length) === 47 && p.startsWith(prefix)) {
+      const rel = p.slice(prefix.length + 1)
+      // Empty and '.' components dropped; a '..' stays, for the kernel to refuse when it leaves the root.
+      if (!rel.includes('//') && !rel.includes('./') && !rel.endsWith('/') && rel !== '.' && !rel.endsWith('/.')) return rel
+      const parts = rel.split('/').filter((part) => part !== '' && part !== '.')
+      return parts.length === 0 ? undefined : parts.join('/')
+    }
+  }
+  return undefined
+}
+function fail(errno, syscall, message, detail) {
+  return Object.assign(new Error(message), { code: errnoName(errno), errno: -errno, syscall, detail })
+}
+let errnoNames
+function errnoName(errno) {
+  if (!errnoNames) {
+    errnoNames = new Map()
+    for (const [name, value] of Object.entries(require('node:os').constants.errno)) if (!errnoNames.has(value)) errnoNames.set(value, name)
+  }
+  return errnoNames.get(errno) ?? 'EIO'
+}
+// The level of 'rel' that is a symlink (or the first that is not a directory), for a refusal's text.
+function refusedLevel(rel) {
+  const parts = rel.split('/')
+  for (let i = 1; i <= parts.length; i++) {
+    const level = parts.slice(0, i).join('/')
     try {
-      fs.unlinkSync(p)
+      if (fs.lstatSync('/proc/self/fd/' + root[1] + '/' + level).isSymbolicLink()) return root[0][0] + '/' + level
+    } catch {
+      return undefined
+    }
+  }
+  return undefined
+}
+// openat2(dirfd, rel) with no symlink followed at any level: a descriptor the caller closes.
+function openBeneath(dirfd, rel, flags, mode, resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_BENEATH) {
+  how[0] = BigInt(flags | O_CLOEXEC)
+  how[1] = BigInt(mode)
+  how[2] = BigInt(resolve)
+  const fd = Number(libc().openat2(437, dirfd, rel, how, 24))
+  if (fd >= 0) return fd
+  const errno = lib.koffi.errno()
+  if (errno === ELOOP && dirfd === root[1]) {
+    const level = refusedLevel(rel)
+    throw fail(errno, 'openat2', 'refusing to follow a symlink beneath the root', level ? 'refusing to follow a symlink beneath the root: ' + level + ' is a symlink' : 'refusing to follow a symlink beneath the root')
+  }
+  if (errno === EXDEV) throw fail(errno, 'openat2', 'path escapes the root', 'refusing a path that leaves the root')
+  throw fail(errno, 'openat2', 'openat2 failed')
+}
+// Runs 'use(dirfd, name)' with the directory holding 'p' open: beneath the root, that directory is
+// resolved with no symlink at any level and 'name' is one component the act never follows; a path
+// outside the root is used as it is (AT_FDCWD).
+function inParent(p, use) {
+  const rel = beneath(p)
+  if (rel === undefined) return use(AT_FDCWD, p)
+  const slash = rel.lastIndexOf('/')
+  const name = slash < 0 ? rel : rel.slice(slash + 1)
+  if (name === '..' || name === '.' || name === '') throw fail(EINVAL, 'openat2', 'not a name beneath the root')
+  if (slash < 0) return use(root[1], name)
+  const dirfd = openBeneath(root[1], rel.slice(0, slash), O_PATH | O_DIRECTORY, 0)
+  try {
+    return use(dirfd, name)
+  } finally {
+    fs.closeSync(dirfd)
+  }
+}
+// The name a node:fs or libc call takes for 'name' in 'dirfd': through the descriptor's magic link.
+function at(dirfd, name) {
+  return dirfd === AT_FDCWD ? name : '/proc/self/fd/' + dirfd + '/' + name
+}
+// Runs 'use(target)' on 'p' itself: beneath the root opened (with no symlink at any level, the last
+// one included) and named by its descriptor; outside the root, the path.
+function onFile(p, flags, mode, use) {
+  const rel = beneath(p)
+  if (rel === undefined) return use(p, undefined)
+  const fd = openBeneath(root[1], rel, flags, mode)
+  try {
+    return use('/proc/self/fd/' + fd, fd)
+  } finally {
+    fs.closeSync(fd)
+  }
+}
+// Beneath the root: 'mkdir -p' one level at a time from the root's descriptor, never through a symlink.
+function mkdirBeneath(rel, mode) {
+  let made = false
+  let dirfd = root[1]
+  const parts = rel.split('/')
+  try {
+    for (let i = 0; i < parts.length; i++) {
+      let next
+      try {
+        next = openBeneath(dirfd, parts[i], O_PATH | O_DIRECTORY, 0)
+      } catch (err) {
+        if (err.errno !== -ENOENT) throw dirfd === root[1] ? err : rootError(err, parts.slice(0, i + 1).join('/'))
+        try {
+          fs.mkdirSync(at(dirfd, parts[i]), { mode })
+          made = i === parts.length - 1
+        } catch (e) {
+          if (e.code !== 'EEXIST') throw e
+        }
+        next = openBeneath(dirfd, parts[i], O_PATH | O_DIRECTORY, 0)
+      }
+      if (dirfd !== root[1]) fs.closeSync(dirfd)
+      dirfd = next
+    }
+  } catch (err) {
+    if (err.errno === -ELOOP && !err.detail) throw rootError(err, rel)
+    throw err
+  } finally {
+    if (dirfd !== root[1]) fs.closeSync(dirfd)
+  }
+  return made
+}
+function rootError(err, rel) {
+  if (err.errno !== -ELOOP) return err
+  const level = refusedLevel(rel)
+  return fail(ELOOP, 'openat2', 'refusing to follow a symlink beneath the root', level ? 'refusing to follow a symlink beneath the root: ' + level + ' is a symlink' : 'refusing to follow a symlink beneath the root')
+}
+function mountPath(p, use) {
+  return onFile(p, O_PATH, 0, use)
+}
+// One path of removeUnmounted, 'name' in 'dirfd': undefined when done (or missing), else
+// [errno, syscall] where it stops (errno 0: undecided, for the main thread).
+function removeOne(dirfd, name, buf, view, flags, mask, mountRoot, unmountIt, umountFlags) {
+  // One statx a path: it tells a mount root, and the type the removal goes by.
+  const r = result(libc().statx(dirfd, name, flags, mask, buf))
+  if (r.ret < 0) {
+    if (r.errno === ENOENT) return undefined
+    // A mount whose filesystem no longer answers (mount-utils' IsCorruptedMnt) may hang its
+    // unmount too: the main thread makes it, under that mount's own deadline.
+    if (unmountIt && CORRUPTED.has(r.errno)) return [0, '']
+    return [r.errno, 'statx']
+  }
+  const path = at(dirfd, name)
+  // stx_attributes_mask and stx_attributes, low words (the mount-root bit is below 2^32).
+  if ((view.getUint32(56, true) & mountRoot) === 0) return [0, '']
+  try {
+    if ((view.getUint32(8, true) & mountRoot) !== 0) {
+      if (!unmountIt) return [EBUSY, 'statx']
+      const u = result(libc().umount2(path, dirfd === AT_FDCWD ? umountFlags : umountFlags | UMOUNT_NOFOLLOW))
+      if (u.ret < 0 && u.errno !== EINVAL) return [u.errno, 'umount2']
+      fs.rmdirSync(path)
+      return undefined
+    }
+    // By the type statx gave (stx_mask bit 1, stx_mode at 28): one call, not an unlink(2) that
+    // fails with EISDIR first. Something else there by now fails the call (EISDIR, ENOTDIR).
+    if ((view.getUint32(0, true) & 1) === 0) {
+      try {
+        fs.unlinkSync(path)
+      } catch (err) {
+        if (err.code !== 'EISDIR') throw err
+        fs.rmdirSync(path)
+      }
+    } else if ((view.getUint16(28, true) & 0o170000) === 0o040000) fs.rmdirSync(path)
+    else fs.unlinkSync(path)
+  } catch (err) {
+    if (err.code === 'ENOENT') return undefined
+    return [Math.abs(err.errno), err.syscall]
+  }
+  return undefined
+}
+// A missing file (or directory on its way) is null, not an error, for lstat and stat.
+function orNull(run) {
+  try {
+    return run()
+  } catch (err) {
+    if (err.code === 'ENOENT') return null
+    throw err
+  }
+}
+function writeAll(fd, data, position) {
+  // write(2) may write less than asked (a filesystem that fills up): the rest is written until all
+  // of it is, or a call fails (ENOSPC) and the write fails, never half-done unseen.
+  const bytes = typeof data === 'string' ? Buffer.from(data) : data
+  for (let done = 0; done < bytes.length; ) {
+    const n = fs.writeSync(fd, bytes, done, bytes.length - done, position === undefined ? null : position + done)
+    if (n <= 0) throw Object.assign(new Error('write wrote nothing'), { code: 'EIO', syscall: 'write' })
+    done += n
+  }
+}
+// Beneath the root each call resolves the directory it acts in with openat2 (no symlink at any
+// level) and acts on one name in it, or opens the file itself the same way; outside the root the
+// path is used as node:fs takes it.
+const calls = {
+  lstat: (p) => orNull(() => inParent(p, (d, n) => fields(fs.lstatSync(at(d, n), { throwIfNoEntry: false })))),
+  stat: (p) => orNull(() => onFile(p, O_PATH, 0, (_, fd) => fields(fd === undefined ? fs.statSync(p, { throwIfNoEntry: false }) : fs.fstatSync(fd)))),
+  mkdir: (p, mode) => inParent(p, (d, n) => { fs.mkdirSync(at(d, n), { mode }) }),
+  chmod: (p, mode) => onFile(p, O_PATH, 0, (target) => { fs.chmodSync(target, mode) }),
+  mkdirp: (p, mode) => {
+    const rel = beneath(p)
+    return rel === undefined ? fs.mkdirSync(p, { mode, recursive: true }) !== undefined : mkdirBeneath(rel, mode)
+  },
+  rmdir: (p) => inParent(p, (d, n) => { fs.rmdirSync(at(d, n)) }),
+  unlink: (p) => inParent(p, (d, n) => { fs.unlinkSync(at(d, n)) }),
+  remove: (p) => inParent(p, (d, n) => {
+    try {
+      fs.unlinkSync(at(d, n))
     } catch (err) {
       if (err.code !== 'EISDIR') throw err
-      fs.rmdirSync(p)
+      fs.rmdirSync(at(d, n))
     }
+  }),
+  readFile: (p, utf8) => onFile(p, 0, 0, (_, fd) => fs.readFileSync(fd ?? p, utf8 ? 'utf8' : undefined)),
+  readdir: (p) => onFile(p, O_DIRECTORY, 0, (target) => fs.readdirSync(target)),
+  writeFile: (p, data, mode) => {
+    if (beneath(p) === undefined) return void fs.writeFileSync(p, data, { mode })
+    onFile(p, O_WRONLY | O_CREAT | O_TRUNC, mode, (_, fd) => writeAll(fd, data))
   },
-  readFile: (p, utf8) => (utf8 ? fs.readFileSync(p, 'utf8') : fs.readFileSync(p)),
-  writeFile: (p, data, mode) => { fs.writeFileSync(p, data, { mode }) },
-  append: (p, data, sync) => {
-    const fd = fs.openSync(p, 'a', 0o600)
+  append: (p, data, sync) => onFile(p, O_WRONLY | O_APPEND | O_CREAT, 0o600, (_, opened) => {
+    const fd = opened ?? fs.openSync(p, 'a', 0o600)
     try {
-      // write(2) may write less than asked (a filesystem that fills up): the rest is written
-      // until all of it is, or a call fails (ENOSPC) and the append fails, never half-done unseen.
-      const bytes = typeof data === 'string' ? Buffer.from(data) : data
-      for (let at = 0; at < bytes.length; ) {
-        const n = fs.writeSync(fd, bytes, at, bytes.length - at)
-        if (n <= 0) throw Object.assign(new Error('write wrote nothing'), { code: 'EIO', syscall: 'write' })
-        at += n
-      }
+      writeAll(fd, data)
       if (sync) fs.fdatasyncSync(fd)
     } finally {
-      fs.closeSync(fd)
+      if (opened === undefined) fs.closeSync(fd)
     }
-  },
-  pwrite: (p, offset, data, sync) => {
+  }),
+  pwrite: (p, offset, data, sync) => onFile(p, O_WRONLY, 0, (_, opened) => {
     // No O_CREAT: the file and the room written into were made beforehand (node opens with O_CLOEXEC).
-    const fd = fs.openSync(p, fs.constants.O_WRONLY)
+    const fd = opened ?? fs.openSync(p, fs.constants.O_WRONLY)
     try {
-      // A short write is carried on from where it stopped, as an append is.
-      for (let at = 0; at < data.length; ) {
-        const n = fs.writeSync(fd, data, at, data.length - at, offset + at)
-        if (n <= 0) throw Object.assign(new Error('write wrote nothing'), { code: 'EIO', syscall: 'pwrite' })
-        at += n
-      }
+      writeAll(fd, data, offset)
       if (sync) fs.fdatasyncSync(fd)
     } finally {
-      fs.closeSync(fd)
+      if (opened === undefined) fs.closeSync(fd)
     }
+  }),
+  truncate: (p, size) => onFile(p, O_WRONLY, 0, (_, fd) => { fd === undefined ? fs.truncateSync(p, size) : fs.ftruncateSync(fd, size) }),
+  fsync: (p) => onFile(p, 0, 0, (_, opened) => {
+    const fd = opened ?? fs.openSync(p, 'r')
+    try {
+      fs.fsyncSync(fd)
+    } finally {
+      if (opened === undefined) fs.closeSync(fd)
+    }
+  }),
+  rename: (from, to) => inParent(from, (d1, n1) => inParent(to, (d2, n2) => { fs.renameSync(at(d1, n1), at(d2, n2)) })),
+  symlink: (target, p) => inParent(p, (d, n) => { fs.symlinkSync(target, at(d, n)) }),
+  readlink: (p) => inParent(p, (d, n) => fs.readlinkSync(at(d, n))),
+  lchown: (p, uid, gid) => inParent(p, (d, n) => { fs.lchownSync(at(d, n), uid, gid) }),
+  // The path with every symlink resolved; beneath the root a path that opens with none is its own answer.
+  realpath: (p) => {
+    const rel = beneath(p)
+    if (rel === undefined) return fs.realpathSync(p)
+    onFile(p, O_PATH, 0, () => undefined)
+    return root[2] + '/' + rel
   },
-  mount: (source, target, fstype, flags, data) => result(libc().mount(source, target, fstype, flags, data)),
-  umount2: (target, flags) => result(libc().umount2(target, flags)),
-  statx: (p, flags, mask) => {
+  mount: (source, target, fstype, flags, data) =>
+    mountPath(target, (t) => (source !== null && beneath(source) !== undefined ? mountPath(source, (s) => result(libc().mount(s, t, fstype, flags, data))) : result(libc().mount(source, t, fstype, flags, data)))),
+  // Beneath the root the last name is never followed, whatever the flags asked.
+  umount2: (target, flags) => inParent(target, (d, n) => result(libc().umount2(at(d, n), d === AT_FDCWD ? flags : flags | UMOUNT_NOFOLLOW))),
+  statx: (p, flags, mask) => inParent(p, (d, n) => {
     const buf = new Uint8Array(256)
-    const r = result(libc().statx(AT_FDCWD, p, flags, mask, buf))
+    const r = result(libc().statx(d, n, flags, mask, buf))
     return r.ret < 0 ? r : { ret: r.ret, errno: 0, buf }
-  },
+  }),
   removeUnmounted: (paths, flags, mask, mountRoot, unmountLast, umountFlags) => {
     const buf = new Uint8Array(256)
     const view = new DataView(buf.buffer)
     for (let i = 0; i < paths.length; i++) {
-      // One statx a path: it tells a mount root, and the type the removal goes by.
       const unmountIt = unmountLast && i === paths.length - 1
-      const r = result(libc().statx(AT_FDCWD, paths[i], flags, mask, buf))
-      if (r.ret < 0) {
-        if (r.errno === ENOENT) continue
-        // A mount whose filesystem no longer answers (mount-utils' IsCorruptedMnt) may hang its
-        // unmount too: the main thread makes it, under that mount's own deadline.
-        if (unmountIt && CORRUPTED.has(r.errno)) return [i, 0, '']
-        return [i, r.errno, 'statx']
-      }
-      // stx_attributes_mask and stx_attributes, low words (the mount-root bit is below 2^32).
-      if ((view.getUint32(56, true) & mountRoot) === 0) return [i, 0, '']
-      if ((view.getUint32(8, true) & mountRoot) !== 0) {
-        if (!unmountIt) return [i, EBUSY, 'statx']
-        const u = result(libc().umount2(paths[i], umountFlags))
-        if (u.ret < 0 && u.errno !== EINVAL) return [i, u.errno, 'umount2']
-        try {
-          fs.rmdirSync(paths[i])
-        } catch (err) {
-          if (err.code === 'ENOENT') continue
-          return [i, Math.abs(err.errno), err.syscall]
-        }
-        continue
-      }
+      let stop
       try {
-        // By the type statx gave (stx_mask bit 1, stx_mode at 28): one call, not an unlink(2) that
-        // fails with EISDIR first. Something else there by now fails the call (EISDIR, ENOTDIR).
-        if ((view.getUint32(0, true) & 1) === 0) calls.remove(paths[i])
-        else if ((view.getUint16(28, true) & 0o170000) === 0o040000) fs.rmdirSync(paths[i])
-        else fs.unlinkSync(paths[i])
+        stop = inParent(paths[i], (d, n) => removeOne(d, n, buf, view, flags, mask, mountRoot, unmountIt, umountFlags))
       } catch (err) {
+        // The directory holding it is gone: so is it.
         if (err.code === 'ENOENT') continue
-        return [i, Math.abs(err.errno), err.syscall]
+        return [i, Math.abs(err.errno ?? -EIO), err.syscall ?? 'openat2', err.detail]
       }
+      if (stop !== undefined) return [i, ...stop]
     }
     return [paths.length, 0, '']
   },
@@ -275,37 +499,42 @@ const calls = {
       let syscall = op
       try {
         if (op === 'lstat') {
-          if (fs.lstatSync(p, { throwIfNoEntry: false }) !== undefined && arg) return [i]
+          if (calls.lstat(p) !== null && arg) return [i]
         } else if (op === 'mountUnlessMountPoint') {
           const [, , source, fstype, flags, data, statxFlags, statxMask, mountRoot] = steps[i]
           syscall = 'statx'
-          const buf = new Uint8Array(256)
-          const view = new DataView(buf.buffer)
-          const s = result(libc().statx(AT_FDCWD, p, statxFlags, statxMask, buf))
+          const s = calls.statx(p, statxFlags, statxMask)
           if (s.ret < 0) throw { code: 'ERRNO', errno: s.errno, syscall, message: 'statx failed' }
+          const view = new DataView(s.buf.buffer)
           // A symlink (stx_mode at 28), or no mount-root bit in stx_attributes_mask (at 56): undecided.
           if ((view.getUint16(28, true) & 0o170000) === 0o120000 || (view.getUint32(56, true) & mountRoot) === 0) return [i, 'undecided']
           if ((view.getUint32(8, true) & mountRoot) === 0) {
             syscall = 'mount'
-            const m = result(libc().mount(source, p, fstype, flags, data))
+            const m = calls.mount(source, p, fstype, flags, data)
             if (m.ret < 0) throw { code: 'ERRNO', errno: m.errno, syscall, message: 'mount failed' }
           }
         } else if (op === 'setPermissions') {
           syscall = 'stat'
-          const s = fs.statSync(p, { throwIfNoEntry: false })
-          if (s !== undefined && (s.mode & 0o777) !== arg) {
-            syscall = 'chmod'
-            fs.chmodSync(p, (s.mode & 0o7000) | arg)
-          }
+          onFile(p, O_PATH, 0, (target, fd) => {
+            const s = orNull(() => (fd === undefined ? fs.statSync(p) : fs.fstatSync(fd)))
+            if (s !== null && (s.mode & 0o777) !== arg) {
+              syscall = 'chmod'
+              fs.chmodSync(target, (s.mode & 0o7000) | arg)
+            }
+          })
         } else {
           calls[op](...steps[i].slice(1))
         }
       } catch (err) {
-        return [i, syscall, { code: typeof err?.code === 'string' ? err.code : 'EIO', errno: err?.errno, syscall: err?.syscall, message: String(err?.message ?? err) }]
+        if (op === 'setPermissions' && syscall === 'stat' && err?.code === 'ENOENT') continue
+        return [i, syscall, failure(err)]
       }
     }
     return [steps.length]
   },
+}
+function failure(err) {
+  return { code: typeof err?.code === 'string' ? err.code : 'EIO', errno: err?.errno, syscall: err?.syscall, message: String(err?.message ?? err), detail: err?.detail }
 }
 // The common answers (nothing, null, a stat's numbers) kept without the serializer, which would
 // cost several microseconds each: a length below 0 says which (see readPlainAnswer). Returns the
@@ -343,7 +572,8 @@ function serialize(answer, room) {
     return undefined
   }
 }
-parentPort.on('message', ({ id, ops, claims, spans, startedAt }) => {
+parentPort.on('message', ({ id, ops, claims, spans, startedAt, root: rootOfBatch }) => {
+  root = rootOfBatch
   let from = 0
   let answers = []
   let sent = performance.now()
@@ -360,7 +590,7 @@ parentPort.on('message', ({ id, ops, claims, spans, startedAt }) => {
     try {
       answer = [0, calls[name](...args)]
     } catch (err) {
-      answer = [1, { code: typeof err?.code === 'string' ? err.code : 'EIO', errno: err?.errno, syscall: err?.syscall, message: String(err?.message ?? err) }]
+      answer = [1, failure(err)]
     }
     answers.push(answer)
     const kept = keepPlain(answer, i, spans, used)

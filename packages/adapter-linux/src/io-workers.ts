@@ -30,10 +30,10 @@ import { createRequire } from 'node:module'
 import { deserialize } from 'node:v8'
 import { type ResourceLimits, Worker } from 'node:worker_threads'
 import type { CallContext } from './call-runner.js'
-import type { IoFailure, IoOp } from './io-worker-source.js'
+import type { IoFailure, IoOp, IoRoot } from './io-worker-source.js'
 import { ARENA_BYTES, KEPT, STARTED, TAKEN_BACK, WAITING, WORKER_SOURCE, readPlainAnswer } from './io-worker-source.js'
 
-export type { FileFields, FileStepsDone, IoFailure, IoOp, IoStep, RemoveUnmounted } from './io-worker-source.js'
+export type { FileFields, FileStepsDone, IoFailure, IoOp, IoRoot, IoStep, RemoveUnmounted } from './io-worker-source.js'
 
 export interface IoWorkersOptions {
   /** Workers at most, blocked ones included. */
@@ -94,6 +94,7 @@ export class IoWorkers {
   #scheduled = false
   #nextId = 0
   #dispatches = 0
+  #root: IoRoot | null = null
 
   constructor(options: IoWorkersOptions) {
     this.#options = { batchSize: 256, resourceLimits: {}, ...options }
@@ -104,6 +105,14 @@ export class IoWorkers {
    * worker's error. With `call`, the call waits while another on its filesystem (`call.key`) is
    * blocked, and `call.cancel` is set: it takes the call back while no worker has started it.
    */
+  /**
+   * The root the calls sent from now on resolve beneath (see {@link IoRoot}); null: none. The
+   * descriptor must stay open while a batch that carries it may run.
+   */
+  setRoot(root: IoRoot | null): void {
+    this.#root = root
+  }
+
   run<T>(op: IoOp, call?: CallContext): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       const item: Pending = { op, resolve: resolve as (value: unknown) => void, reject, call, batch: undefined, index: 0 }
@@ -254,7 +263,7 @@ export class IoWorkers {
     slot.worker.ref()
     batch.timer = setTimeout(() => this.#stall(slot, batch), this.#options.stallMs)
     batch.timer.unref?.()
-    slot.worker.postMessage({ id: batch.id, ops: items.map((item) => item.op), claims: batch.claims, spans: batch.spans, startedAt: batch.startedAt })
+    slot.worker.postMessage({ id: batch.id, ops: items.map((item) => item.op), claims: batch.claims, spans: batch.spans, startedAt: batch.startedAt, root: this.#root })
   }
 
   // The batch is taking long: the answers it has are delivered, its calls not yet started go to

@@ -121,12 +121,20 @@ export class PollFd {
 
 type Out<T> = Partial<T>
 
+/** openat2's number; the same on every architecture (new system calls share one table). */
+const SYS_OPENAT2 = 437
+
 /** The bindings kubevol uses. Async members never block the event loop. */
 export interface Libc {
   mount(source: string | null, target: string, fstype: string | null, flags: number, data: string | null): Promise<SysResult>
   umount2(target: string, flags: number): Promise<SysResult>
   open(path: string, flags: number, mode: number): Promise<SysResult>
   openat(dirfd: number, path: string, flags: number, mode: number): Promise<SysResult>
+  /**
+   * openat2(2) (Linux 5.6): `path` resolved from `dirfd` under the RESOLVE_* flags `resolve`.
+   * glibc has no wrapper; this is syscall(SYS_openat2) with a `struct open_how` built per call.
+   */
+  openat2(dirfd: number, path: string, flags: number, mode: number, resolve: number): Promise<SysResult>
   close(fd: number): Promise<SysResult>
   ioctl(fd: number, request: number, arg: number): Promise<SysResult>
   ioctlGetLoopInfo(fd: number, request: number, info: Out<LoopInfo64>): Promise<SysResult>
@@ -134,6 +142,7 @@ export interface Libc {
   ioctlLoopConfig(fd: number, request: number, config: { fd: number; block_size: number; info: Partial<LoopInfo64> }): Promise<SysResult>
   ioctlGetU64(fd: number, request: number, value: [number | bigint]): Promise<SysResult>
   statfs(path: string, buf: Out<StatfsResult>): Promise<SysResult>
+  fstatfs(fd: number, buf: Out<StatfsResult>): Promise<SysResult>
   /** Fills `buf` ({@link STATX_SIZE} bytes); read it with {@link readStatx}. */
   statx(dirfd: number, path: string, flags: number, mask: number, buf: Uint8Array): Promise<SysResult>
   mknod(path: string, mode: number, dev: number): Promise<SysResult>
@@ -235,6 +244,8 @@ function bind(koffi: KoffiModule): Libc {
     umount2: lib.func('int umount2(const char *target, int flags)'),
     open: lib.func('open', 'int', ['const char *', 'int', 'uint32_t']),
     openat: lib.func('openat', 'int', ['int', 'const char *', 'int', 'uint32_t']),
+    // syscall(2) is variadic; bound with fixed arguments, sound on the 64-bit ABIs (see the top).
+    syscall4: lib.func('syscall', 'long', ['long', 'int', 'const char *', 'void *', 'size_t']),
     close: lib.func('int close(int fd)'),
     ioctl: lib.func('ioctl', 'int', ['int', 'unsigned long', 'unsigned long']),
     ioctlGetLoopInfo: lib.func('ioctl', 'int', ['int', 'unsigned long', koffi.out(koffi.pointer(LoopInfo))]),
@@ -242,6 +253,7 @@ function bind(koffi: KoffiModule): Libc {
     ioctlLoopConfig: lib.func('ioctl', 'int', ['int', 'unsigned long', koffi.pointer(LoopConfig)]),
     ioctlGetU64: lib.func('ioctl', 'int', ['int', 'unsigned long', koffi.out(koffi.pointer('uint64_t'))]),
     statfs: lib.func('statfs', 'int', ['const char *', koffi.out(koffi.pointer(Statfs))]),
+    fstatfs: lib.func('fstatfs', 'int', ['int', koffi.out(koffi.pointer(Statfs))]),
     statx: lib.func('statx', 'int', ['int', 'const char *', 'int', 'unsigned int', 'void *']),
     mknod: lib.func('mknod', 'int', ['const char *', 'uint32_t', 'uint64_t']),
     poll: lib.func('poll', 'int', ['void *', 'unsigned long', 'int']),
@@ -298,6 +310,8 @@ function bind(koffi: KoffiModule): Libc {
     umount2: async(f.umount2),
     open: async(f.open),
     openat: async(f.openat),
+    openat2: (dirfd: number, path: string, flags: number, mode: number, resolve: number) =>
+      async(f.syscall4)(SYS_OPENAT2, dirfd, path, new BigUint64Array([BigInt(flags), BigInt(mode), BigInt(resolve)]), 24).then((r) => ({ ret: Number(r.ret), errno: r.errno })),
     close: async(f.close),
     ioctl: async(f.ioctl),
     ioctlGetLoopInfo: async(f.ioctlGetLoopInfo),
@@ -305,6 +319,7 @@ function bind(koffi: KoffiModule): Libc {
     ioctlLoopConfig: async(f.ioctlLoopConfig),
     ioctlGetU64: async(f.ioctlGetU64),
     statfs: async(f.statfs),
+    fstatfs: async(f.fstatfs),
     statx: async(f.statx),
     mknod: async(f.mknod),
     getpidAsync: () => async(f.getpid)().then((r) => r.ret),

@@ -5,7 +5,8 @@
  * tear-down repeat for every volume on the I/O worker (io-workers.ts), in batches; the rest on
  * libuv's threadpool.
  */
-import { access, lchown, open, readdir, readlink, realpath, rename, stat, symlink, truncate, writeFile } from 'node:fs/promises'
+import { readlinkSync } from 'node:fs'
+import { access, stat, writeFile } from 'node:fs/promises'
 import { constants as osConstants } from 'node:os'
 import { basename, dirname } from 'node:path'
 import type {
@@ -36,7 +37,7 @@ import * as c from './constants.js'
 import { spawnTools } from './exec.js'
 import { exitNow } from './exit-now.js'
 import { toFileInfo } from './file-info.js'
-import type { FileFields, FileStepsDone, IoFailure, IoStep, RemoveUnmounted } from './io-workers.js'
+import type { FileFields, FileStepsDone, IoFailure, IoRoot, IoStep, RemoveUnmounted } from './io-workers.js'
 import { IoWorkers } from './io-workers.js'
 import { createFilesystems } from './filesystems.js'
 import type { StatfsResult, SysResult } from './libc.js'
@@ -54,6 +55,7 @@ import { removeAll } from './remove-all.js'
 import { SharedReads } from './shared-reads.js'
 import { lockRoot } from './root-lock.js'
 import { toFsStats } from './statfs.js'
+import type { BeneathRoot } from './sub-paths.js'
 import { createSubPaths } from './sub-paths.js'
 import type { Sys } from './sys.js'
 import { createSys } from './sys.js'
@@ -103,10 +105,10 @@ function toIoStep(step: FileStep): IoStep {
 
 /** A mount step's failure as its members give it: the mount's, or the mount-point check's. */
 function mountStepError(step: MountStep, syscall: string, failure: IoFailure): HostError {
-  const errno = failure.errno ?? osErrno.EIO
-  if (syscall === 'mount') return errnoError(errno, 'mount', step.path, describeMountCall(tmpfsCall(step) as MountCall))
+  const errno = Math.abs(failure.errno ?? osErrno.EIO)
+  if (syscall === 'mount') return failure.detail ? toHostError(failure, 'mount', step.path) : errnoError(errno, 'mount', step.path, describeMountCall(tmpfsCall(step) as MountCall))
   if (errno === osErrno.ENOENT) return new HostError('ENOENT', 'isMountPoint', step.path, 'no such file or directory')
-  return errnoError(errno, 'statx', normalPath(step.path))
+  return failure.detail ? toHostError(failure, 'statx', normalPath(step.path)) : errnoError(errno, 'statx', normalPath(step.path))
 }
 
 /**
@@ -154,6 +156,8 @@ export class LinuxHost implements Host {
   readonly #lstats = new SharedReads<FileInfo | null>(() => this.#io.dispatches + this.#otherCalls)
   /** {@link #sys} without counting: for the lstats themselves. */
   readonly #lstatSys: Sys
+  /** The root every path beneath it is resolved in (see {@link LinuxHost.lockRoot}), while its lock is held. */
+  #root: IoRoot | undefined
 
   constructor(options: LinuxHostOptions = {}, capabilities: { loopDevices: boolean } = { loopDevices: true }) {
     this.#options = resolveLinuxHostOptions(options)
@@ -188,7 +192,15 @@ export class LinuxHost implements Host {
       isMounted: async (device) => (await this.mountsOfDevice(device)).length > 0,
       deviceSize: (device) => this.blockDevices.size(device),
     })
-    this.subPaths = createSubPaths({ sys, remountReadOnly: (source, target) => this.#remountReadOnly(source, target) })
+    this.subPaths = createSubPaths({
+      sys,
+      beneathRoot: (path) => this.#beneathRoot(path),
+      stat: (path) => this.stat(path),
+      mkdirAll: (path, mode) => this.mkdir(path, { recursive: true, mode }),
+      createFile: (path, mode) => this.writeFile(path, '', { mode }),
+      bind: (source, target) => this.#mountCall({ source, target, fstype: null, flags: c.MS_BIND, data: null }, this.#keyOf(target)).finally(() => this.#table.invalidate()),
+      remountReadOnly: (source, target) => this.#remountReadOnly(source, target),
+    })
     const enforce = this.#options.selinuxEnforcePath
     this.selinux = {
       enabled: () => sys.fs('access', enforce, () => access(enforce)).then(
@@ -286,8 +298,12 @@ export class LinuxHost implements Host {
   }
 
   async readdir(path: string): Promise<readonly string[]> {
-    const names = await this.#sys.fs('readdir', path, () => readdir(path))
+    const names = await this.#readdir(path)
     return names.sort()
+  }
+
+  #readdir(path: string): Promise<string[]> {
+    return this.#sys.fs('readdir', path, (call) => this.#io.run<string[]>(['readdir', path], call))
   }
 
   readFile(path: string): Promise<Uint8Array> {
@@ -298,20 +314,20 @@ export class LinuxHost implements Host {
     const mode = options?.mode ?? 0o666
     // A large file (a disk image) is written by node:fs from the caller's buffer: sent to the
     // worker, its data would be copied first.
-    if (data.length > LARGE_WRITE) await this.#sys.fs('write', path, () => writeFile(path, data, { mode }))
+    if (data.length > LARGE_WRITE && !this.#isBeneathRoot(path)) await this.#sys.fs('write', path, () => writeFile(path, data, { mode }))
     else await this.#sys.fs('write', path, (call) => this.#io.run(['writeFile', path, data, mode], call))
   }
 
   async rename(from: string, to: string): Promise<void> {
-    await this.#sys.fs('rename', from, () => rename(from, to))
+    await this.#sys.fs('rename', from, (call) => this.#io.run(['rename', from, to], call))
   }
 
   async symlink(target: string, path: string): Promise<void> {
-    await this.#sys.fs('symlink', path, () => symlink(target, path))
+    await this.#sys.fs('symlink', path, (call) => this.#io.run(['symlink', target, path], call))
   }
 
   readlink(path: string): Promise<string> {
-    return this.#sys.fs('readlink', path, () => readlink(path))
+    return this.#sys.fs('readlink', path, (call) => this.#io.run<string>(['readlink', path], call))
   }
 
   async remove(path: string): Promise<void> {
@@ -362,7 +378,7 @@ export class LinuxHost implements Host {
       } finally {
         if (unmountLast) this.#table.invalidate()
       }
-      const [stoppedAt, errno, syscall] = done
+      const [stoppedAt, errno, syscall, detail] = done
       from = stoppedAt
       const path = paths[stoppedAt]
       if (path === undefined) return
@@ -370,7 +386,7 @@ export class LinuxHost implements Host {
         if (syscall === 'statx' && errno === osErrno.EBUSY) throw new HostError('EBUSY', 'remove', path, 'a mount point')
         // The unmount's own error, as unmount gives it.
         if (syscall === 'umount2') throw errnoError(errno, 'umount', path)
-        if (errno !== 0) throw errnoError(errno, syscall, path)
+        if (errno !== 0) throw errnoError(errno, syscall, path, detail)
       }
     }
     await removeUnmountedOneByOne(this, paths.slice(from), unmountLast ? { unmountLast } : undefined)
@@ -417,7 +433,7 @@ export class LinuxHost implements Host {
     return removeAll(
       {
         lstat: (p) => this.lstat(p),
-        readdir: (p) => this.#sys.fs('readdir', p, () => readdir(p)),
+        readdir: (p) => this.#readdir(p),
         rmdir: (p) => this.#sys.fs('rmdir', p, (call) => this.#io.run(['rmdir', p], call)),
         unlink: (p) => this.#sys.fs('unlink', p, (call) => this.#io.run(['unlink', p], call)),
         canonical: (p) => this.#canonical(p),
@@ -432,7 +448,7 @@ export class LinuxHost implements Host {
   }
 
   async lchown(path: string, uid: number, gid: number): Promise<void> {
-    await this.#sys.fs('lchown', path, () => lchown(path, uid, gid))
+    await this.#sys.fs('lchown', path, (call) => this.#io.run(['lchown', path, uid, gid], call))
   }
 
   /** Mounts below `path` and processes using it: what makes an unmount of it fail with EBUSY. */
@@ -456,25 +472,63 @@ export class LinuxHost implements Host {
 
   /** fsync(2) of a file: its data and metadata on stable storage. */
   async syncFile(path: string): Promise<void> {
-    await this.#sys.fs('fsync', path, async () => {
-      const handle = await open(path, 'r')
-      try {
-        await handle.sync()
-      } finally {
-        await handle.close()
-      }
-    })
+    await this.#sys.fs('fsync', path, (call) => this.#io.run(['fsync', path], call))
   }
 
-  /** kubevol's exclusive lock on `rootDir` (root-lock.ts); the directory is made when missing. */
+  /**
+   * kubevol's exclusive lock on `rootDir` (root-lock.ts); the directory is made when missing. Held,
+   * it makes `rootDir` this host's root until it is released: the root is opened once as a
+   * directory descriptor, and every path beneath it that a call names is resolved from that
+   * descriptor by the kernel (openat2 with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+   * RESOLVE_NO_MAGICLINKS, on the I/O worker): a symlink at any level below the root fails the call
+   * with ELOOP, and the call acts on what that one resolution found (see io-worker-source.ts).
+   */
   async lockRoot(rootDir: string): Promise<RootLock> {
-    await this.mkdir(rootDir, { recursive: true, mode: 0o750 })
-    return lockRoot(this.#sys.libc(), rootDir, process.pid)
+    const dir = normalPath(rootDir)
+    await this.mkdir(dir, { recursive: true, mode: 0o750 })
+    const held = lockRoot(this.#sys.libc(), dir, process.pid)
+    if (!('fd' in held)) return held
+    const real = readlinkSync(`/proc/self/fd/${held.fd}`)
+    const root: IoRoot = [dir === real ? [dir] : [dir, real], held.fd, real]
+    this.#root = root
+    this.#io.setRoot(root)
+    return {
+      locked: true,
+      release: async () => {
+        if (this.#root === root) {
+          this.#root = undefined
+          this.#io.setRoot(null)
+        }
+        await held.lock.release()
+      },
+    }
+  }
+
+  /** True when `path` is strictly beneath the root (as the worker decides it; see {@link IoRoot}). */
+  #isBeneathRoot(path: string): boolean {
+    return this.#beneathRoot(path) !== undefined
+  }
+
+  /** The root's descriptor and `path` relative to it, when `path` is strictly beneath the root. */
+  #beneathRoot(path: string): BeneathRoot | undefined {
+    const root = this.#root
+    if (root === undefined) return undefined
+    for (const name of root[0]) {
+      if (path.length > name.length + 1 && path.startsWith(name) && path.charCodeAt(name.length) === 47) {
+        const relative = path
+          .slice(name.length + 1)
+          .split('/')
+          .filter((part) => part !== '' && part !== '.')
+          .join('/')
+        return relative === '' ? undefined : { rootFd: root[1], relative }
+      }
+    }
+    return undefined
   }
 
   /** Sets the size of a regular file (a sparse extension or a cut). ENOENT when it does not exist. */
   async truncate(path: string, size: number): Promise<void> {
-    await this.#sys.fs('truncate', path, () => truncate(path, size))
+    await this.#sys.fs('truncate', path, (call) => this.#io.run(['truncate', path, size], call))
   }
 
   // ---- mounts ----
@@ -542,8 +596,10 @@ export class LinuxHost implements Host {
     }
     const found = readStatx(buf as Uint8Array)
     if ((found.stx_mode & c.S_IFMT) === c.S_IFLNK) {
-      // The last component is a symlink: a mount point only if what it names is one.
-      const resolved = await this.#sys.fs('realpath', normalized, () => realpath(normalized))
+      // Beneath the root a symlink is never followed: it is no mount point itself.
+      if (this.#isBeneathRoot(normalized)) return false
+      // Elsewhere, the last component is a symlink: a mount point only if what it names is one.
+      const resolved = await this.#realpath(normalized)
       return (await this.#table.targets()).has(resolved)
     }
     if ((found.stx_attributes_mask & MOUNT_ROOT) !== 0n) return (found.stx_attributes & MOUNT_ROOT) !== 0n
@@ -567,7 +623,7 @@ export class LinuxHost implements Host {
     let where = normalized
     if (!(await this.#table.targets()).has(normalized)) {
       try {
-        where = await this.#sys.fs('realpath', normalized, () => realpath(normalized))
+        where = await this.#realpath(normalized)
       } catch (err) {
         if (isHostError(err, 'ENOENT', 'EIO', 'EACCES', 'ENODEV')) return []
         throw err
@@ -620,12 +676,17 @@ export class LinuxHost implements Host {
     await this.#sys.call('umount', target, (_, call) => this.#io.run(['umount2', target, c.MNT_DETACH | c.UMOUNT_NOFOLLOW], call)).catch(() => undefined)
   }
 
+  // `path` with every symlink resolved; beneath the root, `path` itself when it has none (else ELOOP).
+  #realpath(path: string): Promise<string> {
+    return this.#sys.fs('realpath', path, (call) => this.#io.run<string>(['realpath', path], call))
+  }
+
   // `path` with its parent directory resolved; the last component is not followed.
   async #canonical(path: string): Promise<string> {
     const normalized = normalPath(path)
     if (normalized === '/') return '/'
     const parent = dirname(normalized)
-    const resolvedParent = await this.#sys.fs('realpath', parent, () => realpath(parent))
+    const resolvedParent = await this.#realpath(parent)
     return joinPath(resolvedParent, basename(normalized))
   }
 

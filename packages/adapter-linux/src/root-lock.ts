@@ -16,24 +16,37 @@ const LOCK_EX = 2
 const LOCK_NB = 4
 const LOCK_UN = 8
 const EWOULDBLOCK = 11
+const O_PATH = 0o10000000
 
-/** The lock file under `rootDir`. */
-function rootLockPath(rootDir: string): string {
-  return joinPath(rootDir, 'kubevol.lock')
+/** A held lock, with the root's directory descriptor it was taken through. */
+export interface HeldRoot {
+  readonly lock: RootLock & { readonly locked: true }
+  /** O_PATH descriptor of the root directory; closed by the lock's release. */
+  readonly fd: number
 }
 
 /**
- * Takes the lock on `rootDir` (which must exist). Synchronous calls: flock with LOCK_NB and a
- * small write never wait on anything but the root's own filesystem.
+ * Takes the lock on `rootDir` (which must exist). The root is opened once, as a directory
+ * descriptor (O_PATH; the root itself may be reached through symlinks, the operator's choice), and
+ * the lock file is opened in it with O_NOFOLLOW: a symlink planted as the lock file does not make
+ * kubevol truncate its target. Synchronous calls: flock with LOCK_NB and a small write never wait on
+ * anything but the root's own filesystem. Resolves with the lock and the descriptor, or the
+ * refusal (the descriptor closed then).
  */
-export function lockRoot(libc: Libc, rootDir: string, pid: number): RootLock {
-  const path = rootLockPath(rootDir)
+export function lockRoot(libc: Libc, rootDir: string, pid: number): HeldRoot | (RootLock & { readonly locked: false }) {
+  const path = joinPath(rootDir, 'kubevol.lock')
+  let rootFd: number
+  try {
+    rootFd = openSync(rootDir, O_PATH | constants.O_DIRECTORY)
+  } catch (err) {
+    throw toHostError(err, 'open', rootDir)
+  }
   let fd: number
   try {
-    // O_NOFOLLOW: a symlink planted as the lock file does not make kubevol truncate its target.
     // (node:fs opens with O_CLOEXEC: a tool the agent spawns does not inherit the lock.)
-    fd = openSync(path, constants.O_RDWR | constants.O_CREAT | constants.O_NOFOLLOW, 0o600)
+    fd = openSync(`/proc/self/fd/${rootFd}/kubevol.lock`, constants.O_RDWR | constants.O_CREAT | constants.O_NOFOLLOW, 0o600)
   } catch (err) {
+    closeSync(rootFd)
     throw toHostError(err, 'open', path)
   }
   try {
@@ -41,26 +54,32 @@ export function lockRoot(libc: Libc, rootDir: string, pid: number): RootLock {
     const { ret, errno } = libc.sync.flock(fd, LOCK_EX | LOCK_NB)
     if (ret < 0) {
       if (errno !== EWOULDBLOCK) throw errnoError(errno, 'flock', path)
+      const holder = Number.parseInt(readFileSync(fd, 'utf8').trim(), 10)
       closeSync(fd)
-      const holder = Number.parseInt(readFileSync(path, 'utf8').trim(), 10)
+      closeSync(rootFd)
       return { locked: false, ...(Number.isSafeInteger(holder) && holder > 0 ? { holderPid: holder } : {}) }
     }
     ftruncateSync(fd, 0)
     writeSync(fd, `${pid}\n`, 0)
   } catch (err) {
     closeSync(fd)
+    closeSync(rootFd)
     throw err
   }
   let held = true
   return {
-    locked: true,
-    async release() {
-      if (!held) return
-      held = false
-      // The pid goes first, then the lock: a reader never sees a free lock naming this process.
-      ftruncateSync(fd, 0)
-      libc.sync.flock(fd, LOCK_UN)
-      closeSync(fd)
+    fd: rootFd,
+    lock: {
+      locked: true,
+      async release() {
+        if (!held) return
+        held = false
+        // The pid goes first, then the lock: a reader never sees a free lock naming this process.
+        ftruncateSync(fd, 0)
+        libc.sync.flock(fd, LOCK_UN)
+        closeSync(fd)
+        closeSync(rootFd)
+      },
     },
   }
 }

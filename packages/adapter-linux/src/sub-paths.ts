@@ -1,158 +1,198 @@
 /**
- * Safe subPath binds (the kubelet's fix for CVE-2017-1002101 and CVE-2021-25741): resolve the sub
- * path, refuse one that leaves the volume, then walk it again one component at a time with
- * openat(O_PATH|O_NOFOLLOW) from a descriptor of the volume, refuse any symlink met on the way, and
- * bind-mount the final descriptor through /proc/self/fd/<fd>. A symlink swapped in after the check
- * is met by the walk (ELOOP), so the bind can never land outside the volume. A missing sub path is
- * created first, as safely ({@link makeSubPathDirs}).
+ * Safe subPath binds (the kubelet's fix for CVE-2017-1002101 and CVE-2021-25741), with the kernel
+ * keeping the sub path inside its volume: the volume is opened once as a directory descriptor
+ * (beneath the root with no symlink at any level; a hostPath volume by its name, which may be a
+ * symlink as with the kubelet), and the sub path is resolved from that descriptor with
+ * openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS): a symlink that stays inside the volume is
+ * followed, one that leaves it (an absolute one included) fails the call, whatever is swapped in
+ * meanwhile. A missing sub path is made first. The descriptor found is bind-mounted through /proc/self/fd/<fd> onto a target the host
+ * resolves beneath the root. A missing sub path is created first, as safely ({@link makeSubPathDirs}).
  */
-import { chmod, mkdir, realpath, stat, writeFile } from 'node:fs/promises'
+import { chmod, mkdir, realpath } from 'node:fs/promises'
 import { dirname } from 'node:path'
-import type { SubPaths } from '@kubevol/core'
-import { HostError } from '@kubevol/core'
+import type { FileInfo, SubPaths } from '@kubevol/core'
+import { HostError, isHostError } from '@kubevol/core'
 import { joinPath } from '@kubevol/core/host'
 import * as c from './constants.js'
 import { STATX_SIZE, readStatx } from './libc.js'
-import { isPathWithin } from './mountinfo.js'
 import type { Sys } from './sys.js'
 
-/** A descriptor opened by {@link openBeneath} and what it refers to. */
+/** A descriptor opened beneath a directory and what it refers to. */
 export interface OpenedPath {
   readonly fd: number
   readonly type: 'directory' | 'file' | 'other'
 }
 
-async function typeOf(sys: Sys, fd: number, path: string): Promise<number> {
+/** Where a path beneath the host's root is: the root's descriptor and the path relative to it. */
+export interface BeneathRoot {
+  readonly rootFd: number
+  readonly relative: string
+}
+
+const STRICT = c.RESOLVE_BENEATH | c.RESOLVE_NO_SYMLINKS | c.RESOLVE_NO_MAGICLINKS
+/** Inside a volume: symlinks that stay inside are followed, as the kubelet's subPath check allows. */
+const IN_VOLUME = c.RESOLVE_BENEATH | c.RESOLVE_NO_MAGICLINKS
+const O_PATH = c.O_PATH | c.O_CLOEXEC
+
+async function typeOf(sys: Sys, fd: number, path: string): Promise<OpenedPath['type']> {
   const buf = new Uint8Array(STATX_SIZE)
   await sys.call('statx', path, (l) => l.statx(fd, '', c.AT_EMPTY_PATH | c.AT_SYMLINK_NOFOLLOW, c.STATX_TYPE | c.STATX_MODE, buf))
-  return readStatx(buf).stx_mode & c.S_IFMT
+  const mode = readStatx(buf).stx_mode & c.S_IFMT
+  return mode === c.S_IFDIR ? 'directory' : mode === c.S_IFREG ? 'file' : 'other'
+}
+
+async function modeOf(sys: Sys, fd: number, path: string): Promise<number> {
+  const buf = new Uint8Array(STATX_SIZE)
+  await sys.call('statx', path, (l) => l.statx(fd, '', c.AT_EMPTY_PATH, c.STATX_TYPE | c.STATX_MODE, buf))
+  return readStatx(buf).stx_mode
+}
+
+function close(sys: Sys, fd: number): void {
+  sys.libc().sync.close(fd)
+}
+
+/** The path with its symlinks resolved, for a message only (the decision is the kernel's). */
+async function shown(path: string): Promise<string> {
+  return realpath(path).catch(() => path)
 }
 
 /**
- * Opens `relative` below the directory `base` without following any symlink: every component is
- * opened with openat(O_PATH|O_NOFOLLOW) relative to the previous one and checked with statx.
- * Fails with ELOOP at the first symlink, ENOTDIR at a non-directory in the middle. The caller
- * closes the returned descriptor.
+ * The kubelet's text for a sub path that leaves its volume: "not within volume path" when the sub
+ * path exists (through its symlinks), "outside of allowed base" for the existing part of one to be
+ * made. For the message only: the kernel's resolution made the decision.
  */
-export async function openBeneath(sys: Sys, base: string, relative: string): Promise<OpenedPath> {
-  const flags = c.O_PATH | c.O_NOFOLLOW | c.O_CLOEXEC
-  let fd = await sys.call('open', base, (l) => l.open(base, flags | c.O_DIRECTORY, 0))
-  let current = base
-  try {
-    let mode = await typeOf(sys, fd, current)
-    for (const component of relative.split('/').filter((s) => s !== '' && s !== '.')) {
-      if (component === '..') throw new HostError('EACCES', 'openat', joinPath(current, component), 'path traversal (..) in subpath')
-      if (mode !== c.S_IFDIR) throw new HostError('ENOTDIR', 'openat', current, 'not a directory')
-      const parent = fd
-      current = joinPath(current, component)
-      fd = await sys.call('openat', current, (l) => l.openat(parent, component, flags, 0))
-      sys.libc().sync.close(parent)
-      mode = await typeOf(sys, fd, current)
-      if (mode === c.S_IFLNK) throw new HostError('ELOOP', 'openat', current, 'symlink detected in subpath')
-    }
-    return { fd, type: mode === c.S_IFDIR ? 'directory' : mode === c.S_IFREG ? 'file' : 'other' }
-  } catch (err) {
-    sys.libc().sync.close(fd)
-    throw err
+async function outsideText(volumePath: string, components: readonly string[]): Promise<string> {
+  const base = await shown(volumePath)
+  for (let n = components.length; n > 0; n--) {
+    const resolved = await realpath(joinPath(volumePath, ...components.slice(0, n))).catch(() => undefined)
+    if (resolved === undefined) continue
+    return n === components.length ? `subpath "${resolved}" not within volume path "${base}"` : `path "${resolved}" is outside of allowed base "${base}"`
   }
-}
-
-const isMissing = (err: unknown): boolean => err instanceof HostError && err.code === 'ENOENT'
-
-/**
- * Creates the missing directories of `subPath` inside `volumePath`, as the kubelet's
- * `doSafeMakeDir`: the longest existing prefix is resolved and must be inside the volume; it is
- * opened from the volume's root without following any symlink ({@link openBeneath}); each missing
- * component is then made with mkdir relative to the open descriptor (through its /proc/self/fd
- * link: mkdirat) and opened again with O_NOFOLLOW|O_DIRECTORY, so a symlink swapped in on the way
- * fails the call instead of being followed. New directories get the permission bits (and setgid)
- * of the volume's root. Nothing to do when the whole path exists.
- */
-async function makeSubPathDirs(sys: Sys, volumePath: string, subPath: string): Promise<void> {
-  const components = subPath.split('/').filter((s) => s !== '' && s !== '.')
-  if (components.includes('..')) throw new HostError('EACCES', 'mkdirat', joinPath(volumePath, subPath), 'path traversal (..) in subpath')
-  const base = await sys.fs('realpath', volumePath, () => realpath(volumePath))
-  let existing = base
-  let missing = components.length
-  for (let i = 0; i < components.length; i++) {
-    const prefix = joinPath(volumePath, ...components.slice(0, i + 1))
-    const resolved = await sys.fs('realpath', prefix, () => realpath(prefix)).catch((err: unknown) => {
-      if (isMissing(err)) return undefined
-      throw err
-    })
-    if (resolved === undefined) {
-      missing = i
-      break
-    }
-    existing = resolved
-  }
-  if (missing === components.length) return
-  if (!isPathWithin(existing, base)) {
-    throw new HostError('EACCES', 'mkdirat', joinPath(volumePath, subPath), `path "${existing}" is outside of allowed base "${base}"`)
-  }
-  const mode = (await sys.fs('stat', base, () => stat(base))).mode & 0o2777
-  const opened = await openBeneath(sys, base, existing.slice(base.length))
-  let fd = opened.fd
-  try {
-    if (opened.type !== 'directory') throw new HostError('ENOTDIR', 'mkdirat', existing, 'not a directory')
-    let current = existing
-    const flags = c.O_PATH | c.O_NOFOLLOW | c.O_DIRECTORY | c.O_CLOEXEC
-    for (const component of components.slice(missing)) {
-      current = joinPath(current, component)
-      const at = `/proc/self/fd/${fd}/${component}`
-      // mkdir never follows a last component that is a symlink (EEXIST); the parent is the descriptor.
-      await sys.fs('mkdirat', current, () => mkdir(at, { mode: mode & 0o777 }))
-      const parent = fd
-      fd = await sys.call('openat', current, (l) => l.openat(parent, component, flags, 0))
-      sys.libc().sync.close(parent)
-      // The mode mkdir got went through the umask; set it on the very directory opened.
-      await sys.fs('chmod', current, () => chmod(`/proc/self/fd/${fd}`, mode))
-    }
-  } finally {
-    sys.libc().sync.close(fd)
-  }
+  // Not even its first level resolves (a dangling symlink out of the volume).
+  return `path "${joinPath(volumePath, ...components.slice(0, 1))}" is outside of allowed base "${base}"`
 }
 
 /** What a subPath bind needs from the host besides system calls. */
 export interface SubPathDeps {
   readonly sys: Sys
+  /** Where `path` is beneath the host's root; undefined when it is not beneath it (or no root is held). */
+  readonly beneathRoot: (path: string) => BeneathRoot | undefined
+  /** The host's own calls, which resolve a path beneath the root without following a symlink. */
+  readonly stat: (path: string) => Promise<FileInfo | null>
+  readonly mkdirAll: (path: string, mode: number) => Promise<void>
+  readonly createFile: (path: string, mode: number) => Promise<void>
+  /** Binds `source` (a /proc/self/fd link) onto `target`, resolved beneath the root. */
+  readonly bind: (source: string, target: string) => Promise<void>
   /** Makes `target` a read-only bind (remount keeping the locked flags). */
   readonly remountReadOnly: (source: string, target: string) => Promise<void>
 }
 
+/** Opens the volume's directory: beneath the root with no symlink at any level, elsewhere by name. */
+async function openVolume(deps: SubPathDeps, volumePath: string): Promise<number> {
+  const { sys } = deps
+  const at = deps.beneathRoot(volumePath)
+  if (at) return sys.call('openat2', volumePath, (l) => l.openat2(at.rootFd, at.relative, O_PATH | c.O_DIRECTORY, 0, STRICT))
+  return sys.call('open', volumePath, (l) => l.open(volumePath, O_PATH | c.O_DIRECTORY, 0))
+}
+
+/**
+ * Opens `relative` beneath the volume descriptor `volumeFd`. A path that leaves the volume fails
+ * with EACCES and `outside` as its text; ELOOP, ENOENT and ENOTDIR as the kernel gives them.
+ */
+async function openInVolume(sys: Sys, volumeFd: number, relative: string, path: string, flags: number, outside: () => Promise<string>): Promise<number> {
+  try {
+    return await sys.call('openat2', path, (l) => l.openat2(volumeFd, relative, flags, 0, IN_VOLUME))
+  } catch (err) {
+    if (isHostError(err, 'EXDEV')) throw new HostError('EACCES', 'subpath', path, await outside(), { cause: err })
+    throw err
+  }
+}
+
+/**
+ * Creates the missing directories of `subPath` inside the volume, as the kubelet's
+ * `doSafeMakeDir`: the longest existing prefix is opened beneath the volume's descriptor (so it
+ * must be inside the volume); each missing component is then made with mkdir relative to the open
+ * descriptor (through its /proc/self/fd link: mkdirat) and opened again with no symlink followed,
+ * so a symlink swapped in on the way fails the call instead of being followed. New directories get
+ * the permission bits (and setgid) of the volume's root. Nothing to do when the whole path exists.
+ */
+async function makeSubPathDirs(sys: Sys, volumeFd: number, volumePath: string, components: readonly string[]): Promise<void> {
+  let existing = components.length
+  let fd = -1
+  // The longest existing prefix, from the whole path down: usually the whole path exists.
+  for (; existing >= 0; existing--) {
+    if (existing === 0) {
+      fd = await sys.call('openat2', volumePath, (l) => l.openat2(volumeFd, '.', O_PATH | c.O_DIRECTORY, 0, IN_VOLUME))
+      break
+    }
+    const prefix = components.slice(0, existing).join('/')
+    const path = joinPath(volumePath, prefix)
+    try {
+      fd = await openInVolume(sys, volumeFd, prefix, path, O_PATH, async () => `path "${await shown(path)}" is outside of allowed base "${await shown(volumePath)}"`)
+      break
+    } catch (err) {
+      if (!isHostError(err, 'ENOENT')) throw err
+    }
+  }
+  if (existing === components.length) {
+    close(sys, fd)
+    return
+  }
+  try {
+    let current = joinPath(volumePath, ...components.slice(0, existing))
+    if ((await typeOf(sys, fd, current)) !== 'directory') throw new HostError('ENOTDIR', 'mkdirat', current, 'not a directory')
+    const mode = (await modeOf(sys, volumeFd, volumePath)) & 0o2777
+    for (const component of components.slice(existing)) {
+      current = joinPath(current, component)
+      const parent = fd
+      // mkdir never follows a last component that is a symlink (EEXIST); the parent is the descriptor.
+      await sys.fs('mkdirat', current, () => mkdir(`/proc/self/fd/${parent}/${component}`, { mode: mode & 0o777 }))
+      fd = await sys.call('openat2', current, (l) => l.openat2(parent, component, O_PATH | c.O_DIRECTORY, 0, STRICT))
+      close(sys, parent)
+      // The mode mkdir got went through the umask; set it on the very directory opened.
+      await sys.fs('chmod', current, () => chmod(`/proc/self/fd/${fd}`, mode))
+    }
+  } finally {
+    close(sys, fd)
+  }
+}
+
 /** The `subPaths` capability. */
-export function createSubPaths({ sys, remountReadOnly }: SubPathDeps): SubPaths {
+export function createSubPaths(deps: SubPathDeps): SubPaths {
+  const { sys } = deps
   return {
     async bind(volumePath, subPath, target, options) {
-      await makeSubPathDirs(sys, volumePath, subPath)
+      const components = subPath.split('/').filter((s) => s !== '' && s !== '.')
       const joined = joinPath(volumePath, subPath)
-      const base = await sys.fs('realpath', volumePath, () => realpath(volumePath))
-      const resolved = await sys.fs('realpath', joined, () => realpath(joined))
-      if (!isPathWithin(resolved, base)) {
-        throw new HostError('EACCES', 'subpath', joined, `subpath "${resolved}" not within volume path "${base}"`)
-      }
-      const opened = await openBeneath(sys, base, resolved.slice(base.length))
+      if (components.includes('..')) throw new HostError('EACCES', 'subpath', joined, 'path traversal (..) in subpath')
+      const volumeFd = await openVolume(deps, volumePath)
+      let sourceFd = -1
       try {
-        const exists = await sys.fs('stat', target, () => stat(target)).then(
-          () => true,
-          (err: unknown) => {
-            if (err instanceof HostError && err.code === 'ENOENT') return false
-            throw err
-          },
-        )
-        if (!exists) {
-          if (opened.type === 'directory') await sys.fs('mkdir', target, () => mkdir(target, { recursive: true, mode: 0o750 }))
+        const relative = components.length === 0 ? '.' : components.join('/')
+        const open = () => openInVolume(sys, volumeFd, relative, joined, O_PATH, () => outsideText(volumePath, components))
+        try {
+          sourceFd = await open()
+        } catch (err) {
+          // Missing, as the kubelet does: made first (safely), then opened the same way.
+          if (!isHostError(err, 'ENOENT')) throw err
+          await makeSubPathDirs(sys, volumeFd, volumePath, components)
+          sourceFd = await open()
+        }
+        const type = await typeOf(sys, sourceFd, joined)
+        if ((await deps.stat(target)) === null) {
+          if (type === 'directory') await deps.mkdirAll(target, 0o750)
           else {
-            await sys.fs('mkdir', dirname(target), () => mkdir(dirname(target), { recursive: true, mode: 0o750 }))
-            await sys.fs('open', target, () => writeFile(target, '', { mode: 0o640, flag: 'wx' }))
+            await deps.mkdirAll(dirname(target), 0o750)
+            await deps.createFile(target, 0o640)
           }
         }
-        // The magic link names the very inode the walk opened, whatever the path says now.
-        const source = `/proc/self/fd/${opened.fd}`
-        await sys.call('mount', target, (l) => l.mount(source, target, null, c.MS_BIND, null), { detail: `mount --bind ${resolved}` })
-        if (options?.readOnly) await remountReadOnly(source, target)
+        // The magic link names the very inode the kernel resolved, whatever the path says now.
+        const source = `/proc/self/fd/${sourceFd}`
+        await deps.bind(source, target)
+        if (options?.readOnly) await deps.remountReadOnly(source, target)
       } finally {
-        sys.libc().sync.close(opened.fd)
+        if (sourceFd >= 0) close(sys, sourceFd)
+        close(sys, volumeFd)
       }
     },
   }

@@ -51,7 +51,8 @@ export function createSys(runner: CallRunner, loadLibc: () => Libc, keys: Filesy
   return {
     libc: loadLibc,
     raw(syscall, path, run, options = NO_OPTIONS) {
-      return runner.run(syscall, path, options.key ?? keys.keyOf(path), async (ctx) => run(load(syscall, path), ctx), refine(path, options))
+      // A call the I/O worker refused before making it (a symlink beneath the root) rejects with a failure, mapped here.
+      return runner.run(syscall, path, options.key ?? keys.keyOf(path), async (ctx) => run(load(syscall, path), ctx), refine(path, options), toHostError)
     },
     call(syscall, path, run, options = NO_OPTIONS) {
       return runner.run(
@@ -64,6 +65,7 @@ export function createSys(runner: CallRunner, loadLibc: () => Libc, keys: Filesy
           return ret
         },
         refine(path, options),
+        toHostError,
       )
     },
     fs(syscall, path, run, options = NO_OPTIONS) {
