@@ -5,10 +5,10 @@
  * driver's endpoint and calls NodeGetInfo, registers it, then calls NotifyRegistrationStatus with
  * the outcome. Removing the socket unregisters the driver.
  */
-import { type FSWatcher, mkdirSync, readdirSync, statSync, watch } from 'node:fs'
+import { type FSWatcher, lstatSync, mkdirSync, readdirSync, watch } from 'node:fs'
 import { join } from 'node:path'
 import type * as grpc from '@grpc/grpc-js'
-import type { Logger } from '@kubevol/core'
+import type { Host, Logger } from '@kubevol/core'
 import type { CsiDriverRegistry } from '@kubevol/core/plugins'
 import { type GrpcCsiDriver, createGrpcCsiDriver } from './grpc-csi-driver.js'
 import { grpc as loadGrpc } from './grpc-module.js'
@@ -28,6 +28,12 @@ export interface PluginWatcherOptions {
   readonly timeoutMs?: number
   /** A rescan this often catches what the directory watch missed. @default 10_000 */
   readonly rescanIntervalMs?: number
+  /**
+   * The host whose calls make and read the directory: the agent's, whose root resolves every path
+   * beneath it without following a symlink, so a `plugins_registry` swapped for a link to another
+   * directory is refused rather than scanned. @default node:fs (the path as the kernel resolves it)
+   */
+  readonly host?: Pick<Host, 'mkdir' | 'readdir' | 'lstat'>
 }
 
 export interface PluginWatcher {
@@ -78,22 +84,35 @@ async function connectDriver(info: PluginInfo, socket: string, timeoutMs: number
   return { driver, endpoint }
 }
 
-/** The sockets in `dir` (what cannot be looked at is left out). */
-function socketsIn(dir: string): Set<string> {
+/** The sockets in `dir` (what cannot be looked at is left out; a symlink is not followed). */
+async function socketsIn(host: Pick<Host, 'readdir' | 'lstat'>, dir: string): Promise<Set<string>> {
   const present = new Set<string>()
-  for (const name of readdirSync(dir)) {
-    const path = join(dir, name)
-    try {
-      if (statSync(path).isSocket()) present.add(path)
-    } catch {}
-  }
+  const names = await host.readdir(dir)
+  const infos = await Promise.all(names.map((name) => host.lstat(join(dir, name)).catch(() => null)))
+  for (const [i, name] of names.entries()) if (infos[i]?.type === 'socket') present.add(join(dir, name))
   return present
+}
+
+/** node:fs as the three calls the watcher makes, for a caller that gives no host. */
+const NODE_FS: Pick<Host, 'mkdir' | 'readdir' | 'lstat'> = {
+  async mkdir(path, options) {
+    mkdirSync(path, { recursive: options?.recursive === true, mode: options?.mode ?? 0o777 })
+  },
+  async readdir(path) {
+    return readdirSync(path).sort()
+  },
+  async lstat(path) {
+    const info = lstatSync(path, { throwIfNoEntry: false })
+    if (info === undefined) return null
+    return { type: info.isSocket() ? 'socket' : info.isSymbolicLink() ? 'symlink' : info.isDirectory() ? 'directory' : 'file', mode: info.mode & 0o7777, uid: info.uid, gid: info.gid, size: info.size, dev: info.dev, ino: info.ino, mtimeMs: info.mtimeMs }
+  },
 }
 
 /** Creates the directory (`dir`, else `<root>/plugins_registry`), registers the sockets already there, and watches for more. */
 export async function startPluginWatcher(options: PluginWatcherOptions): Promise<PluginWatcher> {
   const dir = options.dir ?? join(options.rootDir, 'plugins_registry')
-  mkdirSync(dir, { recursive: true, mode: 0o750 })
+  const host = options.host ?? NODE_FS
+  await host.mkdir(dir, { recursive: true, mode: 0o750 })
   const timeoutMs = options.timeoutMs ?? 10_000
   const bySocket = new Map<string, string>()
   const inFlight = new Set<string>()
@@ -123,7 +142,10 @@ export async function startPluginWatcher(options: PluginWatcherOptions): Promise
 
   async function scan(): Promise<void> {
     if (stopped) return
-    const present = socketsIn(dir)
+    const present = await socketsIn(host, dir).catch((err: unknown) => {
+      options.logger?.warn('Cannot read the plugin registration directory', { dir, err: (err as Error).message })
+      return new Set<string>(bySocket.keys())
+    })
     for (const [socket, name] of bySocket) {
       if (present.has(socket)) continue
       bySocket.delete(socket)
