@@ -14,6 +14,7 @@ export { LinuxHost } from './linux-host.js'
 export type { LinuxHostOptions } from './options.js'
 export type { HostCheck } from './doctor.js'
 export { checkMountNamespace, checkRootPropagation } from './doctor.js'
+export { type KernelFloor, kernelFloorRefusal, probeKernelFloor } from './kernel-floor.js'
 export type { LinuxMountEntry } from './mountinfo.js'
 export { MountInfoParseError, parseMountInfo } from './mountinfo.js'
 export {

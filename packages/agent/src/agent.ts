@@ -31,7 +31,7 @@ import { type AgentLogger, type AgentLoggerOptions, createAgentLogger } from './
 import { AgentMetrics } from './metrics/agent-metrics.js'
 import { createPodWorkers } from './pods/pod-workers.js'
 import { eventSinkService, finalizer, nodeStatusService } from './services/api-services.js'
-import { loadHost, rootLockService } from './services/host.js'
+import { type KernelFloor, loadHost, rootLockService } from './services/host.js'
 import { type ModeSources, apiSources, staticSources } from './services/mode-sources.js'
 import { createReadiness, liveness } from './services/readiness.js'
 import { type Service, ServiceRunner, defineService } from './services/service.js'
@@ -58,6 +58,11 @@ export interface AgentDependencies {
   readonly authToken?: string
   /** The environment for in-cluster detection. @default process.env */
   readonly env?: Readonly<Record<string, string | undefined>>
+  /**
+   * What the kernel offers the Linux host, checked before it is created (an older kernel is refused
+   * with an `AgentConfigError`). Tests inject an old kernel here. @default adapter-linux's `probeKernelFloor`
+   */
+  readonly probeKernelFloor?: () => KernelFloor
 }
 
 /** A running agent. */
@@ -143,7 +148,7 @@ interface Composition extends Context {
  */
 async function composeServices(ctx: Context): Promise<Composition> {
   const { config, deps, clock, logger, runner } = ctx
-  const host = deps.host ?? (await loadHost(config, clock))
+  const host = deps.host ?? (await loadHost(config, clock, deps.probeKernelFloor))
   const token = await readToken(ctx)
   const { metrics, events, recorder } = observability(ctx)
   const sources = await modeSources(ctx, metrics)

@@ -11,6 +11,7 @@
  * in `@kubevol/agent/kube`, so that this entry never loads @kubernetes/client-node (a test checks it).
  */
 export type { Agent, AgentDependencies } from './agent.js'
+export type { KernelFloor } from './services/host.js'
 export { startAgent } from './agent.js'
 export type { ProcessOptions } from './process.js'
 export { runAgentProcess } from './process.js'

@@ -210,7 +210,7 @@ const TABLE: CommandSpec[] = [
   {
     name: 'doctor',
     summary: 'Check that this node can run kubevol for real.',
-    description: 'Checks root, the kernel, the mount namespace, mount propagation of the root directory, loop devices, filesystem tools, the FFI library and the CSI sockets directory; each failed check has a fix hint.',
+    description: 'Checks root, the kernel, openat2 and the new mount API (probed with real system calls), the mount namespace, mount propagation of the root directory, loop devices, filesystem tools, the FFI library and the CSI sockets directory; each failed check has a fix hint.',
     args: [],
     flags: [ROOT, { name: 'csi-dir', type: 'string', value: 'DIR', description: 'Where CSI drivers put their sockets.', defaultText: '<root-dir>/plugins' }, OUTPUT, NO_HEADERS],
     examples: ['sudo kubevol doctor'],

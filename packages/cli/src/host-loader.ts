@@ -11,6 +11,7 @@ export interface LinuxAdapter {
   createLinuxHost(options?: object): Host
   checkMountNamespace(): Promise<{ name: string; ok: boolean; message: string }>
   checkRootPropagation(host: Host, root: string): Promise<{ name: string; ok: boolean; message: string }>
+  probeKernelFloor(): { release: string; openat2: boolean; newMountApi: boolean }
 }
 
 /** Imports @kubevol/adapter-linux. Throws CliError saying why it cannot load. */

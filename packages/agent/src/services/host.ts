@@ -4,24 +4,56 @@
 import { createMemoryHost } from '@kubevol/adapter-mock'
 import type { Clock, Host } from '@kubevol/core'
 import { errorMessage } from '@kubevol/core'
+import { AgentConfigError } from '../config/load-config.js'
 import type { ResolvedAgentConfig } from '../config/options.js'
 import { type ValueService, defineService } from './service.js'
 
-/** The host `config.host` names: the memory host, or the Linux host loaded on demand. */
-export async function loadHost(config: ResolvedAgentConfig, clock: Clock): Promise<Host> {
-  return config.host === 'linux' ? await loadLinuxHost() : createMemoryHost({ clock })
+/** What the kernel offers the Linux host (adapter-linux's `KernelFloor`, which the agent does not import). */
+export interface KernelFloor {
+  /** `uname -r`. */
+  readonly release: string
+  /** `openat2(2)`, Linux 5.6. */
+  readonly openat2: boolean
+  /** `open_tree`/`move_mount`/`fsopen`, Linux 5.2. */
+  readonly newMountApi: boolean
+}
+
+/** The kernel lacks what the Linux host needs: a configuration error (exit 2) whose message is one line. */
+class KernelTooOldError extends AgentConfigError {
+  constructor(message: string) {
+    super([{ key: 'host', value: 'linux', source: 'the running kernel', allowed: message }])
+    this.message = message
+  }
+}
+
+/**
+ * The host `config.host` names: the memory host, or the Linux host loaded on demand. The Linux host
+ * is refused with {@link KernelTooOldError} on a kernel without openat2 or the new mount API, as
+ * `probe` (default: adapter-linux's `probeKernelFloor`) finds it.
+ */
+export async function loadHost(config: ResolvedAgentConfig, clock: Clock, probe?: () => KernelFloor): Promise<Host> {
+  return config.host === 'linux' ? await loadLinuxHost(probe) : createMemoryHost({ clock })
+}
+
+interface LinuxAdapter {
+  createLinuxHost?: (options?: object) => Host
+  probeKernelFloor?: () => KernelFloor
+  kernelFloorRefusal?: (floor: KernelFloor) => string | undefined
 }
 
 /** Loads @kubevol/adapter-linux only when asked, so the agent runs where it is not installed. */
-async function loadLinuxHost(): Promise<Host> {
+async function loadLinuxHost(probe: (() => KernelFloor) | undefined): Promise<Host> {
   const specifier = '@kubevol/adapter-linux'
-  let mod: { createLinuxHost?: (options?: object) => Host }
+  let mod: LinuxAdapter
   try {
-    mod = (await import(specifier)) as typeof mod
+    mod = (await import(specifier)) as LinuxAdapter
   } catch (err) {
     throw new Error(`host "linux" needs @kubevol/adapter-linux, which cannot be loaded: ${errorMessage(err)}`, { cause: err })
   }
   if (typeof mod.createLinuxHost !== 'function') throw new Error('@kubevol/adapter-linux has no createLinuxHost')
+  const floor = (probe ?? mod.probeKernelFloor)?.()
+  const refusal = floor && mod.kernelFloorRefusal?.(floor)
+  if (refusal) throw new KernelTooOldError(refusal)
   return mod.createLinuxHost()
 }
 

@@ -24,6 +24,7 @@ function node(ns: { ok: boolean; message: string }, rootShared: boolean): Doctor
       createLinuxHost: () => createMemoryHost(),
       checkMountNamespace: async () => ({ name: 'mount-namespace', ...ns }),
       checkRootPropagation: async () => ({ name: 'root-propagation', ok: rootShared, message: rootShared ? 'shared' : '/var/lib/kubevol is on the private mount /' }),
+      probeKernelFloor: () => ({ release: '6.1.0-13-amd64', openat2: true, newMountApi: true }),
     }),
   }
 }

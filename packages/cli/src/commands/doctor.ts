@@ -56,6 +56,29 @@ function which(env: DoctorEnvironment, tool: string): string | undefined {
   return undefined
 }
 
+/**
+ * openat2 and the new mount API, each probed by a real call (a distribution may backport either,
+ * a seccomp profile may hide it). Without them the agent refuses `--host linux` at start.
+ */
+function kernelFloorChecks(adapter: LinuxAdapter): DoctorCheck[] {
+  let floor: ReturnType<LinuxAdapter['probeKernelFloor']>
+  try {
+    floor = adapter.probeKernelFloor()
+  } catch (err) {
+    const message = `cannot probe the kernel: ${(err as Error).message}`
+    return ['openat2', 'mount-api'].map((name) => ({ name, status: 'fail', message, fix: 'run on Linux with koffi installed' }))
+  }
+  const upgrade = 'upgrade the kernel to 5.8 or later (and allow the call in a seccomp profile); kubevol refuses to start without it'
+  return [
+    floor.openat2
+      ? { name: 'openat2', status: 'ok', message: 'openat2(2) is available: paths under the root are resolved beneath it by the kernel' }
+      : { name: 'openat2', status: 'fail', message: `openat2(2) is missing on Linux ${floor.release} (ENOSYS; it came with 5.6)`, fix: upgrade },
+    floor.newMountApi
+      ? { name: 'mount-api', status: 'ok', message: 'the new mount API (open_tree, move_mount, fsopen) is available: mounts land on descriptors' }
+      : { name: 'mount-api', status: 'fail', message: `the new mount API (open_tree, move_mount, fsopen) is missing on Linux ${floor.release} (ENOSYS; it came with 5.2)`, fix: upgrade },
+  ]
+}
+
 /** Runs every check. */
 export async function runDoctorChecks(options: { root: string; csiDir: string }, env: DoctorEnvironment): Promise<DoctorCheck[]> {
   const checks: DoctorCheck[] = []
@@ -80,6 +103,7 @@ export async function runDoctorChecks(options: { root: string; csiDir: string },
     checks.push({ name: 'ffi', status: 'fail', message: (err as Error).message, fix: 'npm install @kubevol/adapter-linux (koffi ships prebuilt binaries for linux x64 and arm64)' })
   }
   if (adapter) {
+    checks.push(...kernelFloorChecks(adapter))
     try {
       const ns = await adapter.checkMountNamespace()
       // Not a failure: kubevol enters no other namespace; it mounts in its own, and its volumes reach

@@ -106,6 +106,24 @@ describe('kubevol run --once', () => {
   })
 })
 
+describe('kubevol run --host linux on an older kernel', () => {
+  it.each([
+    { name: 'run', argv: [] },
+    { name: 'run --once', argv: ['--once'] },
+  ])('$name refuses in one line naming the kernel and what it lacks, exit 2, making nothing', async ({ argv }) => {
+    const m = manifestDir(false)
+    dirs.push(m)
+    const root = join(m.dir, 'root')
+    const r = await cli(['run', ...argv, '--host', 'linux', '--root-dir', root, '--pod-manifest-path', m.dir, '--port', '0'], {
+      probeKernelFloor: () => ({ release: '5.4.0-150-generic', openat2: false, newMountApi: true }),
+    })
+    expect(r.code).toBe(2)
+    expect(r.stdout).toBe('')
+    expect(r.stderr.trimEnd().split('\n')).toEqual([expect.stringMatching(/^error: the kernel \(Linux 5\.4\.0-150-generic\) is too old for the Linux host: it lacks openat2 \(Linux 5\.6\);/)])
+    expect(existsSync(root)).toBe(false)
+  })
+})
+
 describe('kubevol run --pod-manifest-path', () => {
   it.each([
     { name: 'a missing path', path: '/nonexistent', message: 'error: --pod-manifest-path /nonexistent: no such file or directory' },

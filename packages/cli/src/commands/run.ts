@@ -24,6 +24,8 @@ export interface RunDependencies {
   readonly stopSignal?: Promise<void>
   /** The path of the running script, for the command the in-memory notice suggests. @default process.argv[1] */
   readonly argv0?: string
+  /** What the kernel offers the Linux host (tests inject an old one). @default adapter-linux's probe */
+  readonly probeKernelFloor?: AgentDependencies['probeKernelFloor']
 }
 
 /** One row of the `--once` summary. */
@@ -114,6 +116,7 @@ export async function runCommand(p: ParsedCommand, io: Io, deps: RunDependencies
   const agentDeps: AgentDependencies = {
     env: io.env,
     ...(host ? { host } : {}),
+    ...(deps.probeKernelFloor ? { probeKernelFloor: deps.probeKernelFloor } : {}),
     // --once prints a report on stdout: logs go to stderr, and only when asked for with -v.
     ...(once ? { log: p.given.has('v') ? { destination: { write: (line: string) => io.stderr.write(line), isTTY: false } } : { silent: true } } : {}),
   }
