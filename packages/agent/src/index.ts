@@ -15,6 +15,8 @@ export type { KernelFloor } from './services/host.js'
 export { startAgent } from './agent.js'
 export type { ProcessOptions } from './process.js'
 export { runAgentProcess } from './process.js'
+export type { ShutdownOnSignalOptions, SignalSource } from './shutdown-on-signal.js'
+export { hostExitNow, SHUTDOWN_MARGIN_MS, shutdownOnSignal } from './shutdown-on-signal.js'
 export { AGENT_VERSION } from './version.js'
 // What the Agent handle holds: types only, the services behind them are made by startAgent.
 export type { EventStore, InvolvedObject, StoredEvent } from './events/event-store.js'

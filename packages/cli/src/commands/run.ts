@@ -6,13 +6,21 @@
  */
 import { stat } from 'node:fs/promises'
 import { isAbsolute, resolve } from 'node:path'
-import { AGENT_OPTIONS, type Agent, type AgentDependencies, type ManifestError, loadAgentConfig, startAgent } from '@kubevol/agent'
+import {
+  AGENT_OPTIONS,
+  type Agent,
+  type AgentDependencies,
+  type ManifestError,
+  hostExitNow,
+  loadAgentConfig,
+  shutdownOnSignal,
+  startAgent,
+} from '@kubevol/agent'
 import { type Host, errorMessage } from '@kubevol/core'
 import { CliError, CommandFailed, EXIT, UsageError } from '../errors.js'
 import { createPreparedMemoryHost } from '../mock-setup.js'
 import { type Io, type OutputFormat, type TableOptions, renderData, renderTable, tableOptions } from '../output.js'
 import type { ParsedCommand } from '../parse.js'
-import { waitForSignal } from '../signals.js'
 
 /** What tests and embedders can give `run` instead of what flags name. */
 export interface RunDependencies {
@@ -20,12 +28,17 @@ export interface RunDependencies {
   readonly host?: Host
   /** Called with the started agent (tests stop it, or read it). */
   readonly onStarted?: (agent: Agent) => void
-  /** Resolves to stop a long-running `run` (default: SIGINT or SIGTERM). */
+  /**
+   * Resolves to stop a long-running `run`, which then resolves with 0. Without it, SIGINT or SIGTERM
+   * stop the agent as the agent's own process does (the agent's `shutdownOnSignal`): within the
+   * shutdown grace period plus a margin, ending the process at once (`_exit(2)`) when a host call is
+   * stuck in the kernel.
+   */
   readonly stopSignal?: Promise<void>
-  /** The path of the running script, for the command the in-memory notice suggests. @default process.argv[1] */
-  readonly argv0?: string
   /** What the kernel offers the Linux host (tests inject an old one). @default adapter-linux's probe */
   readonly probeKernelFloor?: AgentDependencies['probeKernelFloor']
+  /** The path of the running script, for the command the in-memory notice suggests. @default process.argv[1] */
+  readonly argv0?: string
 }
 
 /** One row of the `--once` summary. */
@@ -124,9 +137,15 @@ export async function runCommand(p: ParsedCommand, io: Io, deps: RunDependencies
   deps.onStarted?.(agent)
   if (!once) {
     io.stderr.write(`kubevol: agent ${config.nodeName} (${config.mode} mode, host ${host && deps.host ? 'given' : config.host}) serving ${agent.url}\n`)
-    await (deps.stopSignal ?? waitForSignal())
-    await agent.stop()
-    return 0
+    if (deps.stopSignal) {
+      await deps.stopSignal
+      await agent.stop()
+      return 0
+    }
+    // A stuck host call would keep node's exit waiting forever: the process may end here, through _exit(2).
+    return await new Promise<number>((resolve) => {
+      shutdownOnSignal(agent, { signals: process, exit: resolve, exitNow: hostExitNow(agent), stderr: io.stderr, program: 'kubevol' })
+    })
   }
   try {
     const report = await reconcileOnce(agent, timeoutMs)
