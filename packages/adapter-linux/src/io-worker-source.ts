@@ -189,6 +189,8 @@ function libc() {
     statx: c.func('statx', 'int', ['int', 'const char *', 'int', 'unsigned int', 'void *']),
     // glibc has no openat2 wrapper: syscall(SYS_openat2, ...), fixed arguments (the same registers on 64-bit ABIs).
     openat2: c.func('syscall', 'long', ['long', 'int', 'const char *', 'void *', 'size_t']),
+    // Descriptors openat2 gave are closed by the C library: node:fs warns on closing one it did not open.
+    close: c.func('int close(int)'),
   }
   return lib
 }
@@ -283,7 +285,7 @@ function inParent(p, use) {
   try {
     return use(dirfd, name)
   } finally {
-    fs.closeSync(dirfd)
+    lib.close(dirfd)
   }
 }
 // The name a node:fs or libc call takes for 'name' in 'dirfd': through the descriptor's magic link.
@@ -299,7 +301,7 @@ function onFile(p, flags, mode, use) {
   try {
     return use('/proc/self/fd/' + fd, fd)
   } finally {
-    fs.closeSync(fd)
+    lib.close(fd)
   }
 }
 // Beneath the root: 'mkdir -p' one level at a time from the root's descriptor, never through a symlink.
@@ -322,14 +324,14 @@ function mkdirBeneath(rel, mode) {
         }
         next = openBeneath(dirfd, parts[i], O_PATH | O_DIRECTORY, 0)
       }
-      if (dirfd !== root[1]) fs.closeSync(dirfd)
+      if (dirfd !== root[1]) lib.close(dirfd)
       dirfd = next
     }
   } catch (err) {
     if (err.errno === -ELOOP && !err.detail) throw rootError(err, rel)
     throw err
   } finally {
-    if (dirfd !== root[1]) fs.closeSync(dirfd)
+    if (dirfd !== root[1]) lib.close(dirfd)
   }
   return made
 }
