@@ -1,7 +1,8 @@
 /**
  * Attaching a file to a free loop device: LOOP_CTL_GET_FREE on /dev/loop-control, then
- * LOOP_CONFIGURE (Linux ≥ 5.8) or LOOP_SET_FD + LOOP_SET_STATUS64 before it. The write side of
- * `loop-devices.ts`.
+ * LOOP_CONFIGURE (Linux ≥ 5.8) or LOOP_SET_FD + LOOP_SET_STATUS64 before it. A disk image
+ * (`regularFile`) is opened once with openat2, no symlink followed at any level, checked and
+ * attached through that one descriptor. The write side of `loop-devices.ts`.
  */
 import { stat } from 'node:fs/promises'
 import { HostError } from '@kubevol/core'
@@ -9,7 +10,7 @@ import * as c from './constants.js'
 import { errnoError } from './errno.js'
 import type { LoopInfo64 } from './libc.js'
 import { STATX_SIZE, readStatx } from './libc.js'
-import { withFd } from './loop-lookup.js'
+import { type FileIdentity, type LoopLookup, withFd } from './loop-lookup.js'
 import type { Sys } from './sys.js'
 
 const LOOP_CONTROL = '/dev/loop-control'
@@ -38,23 +39,22 @@ export function makedev(major: number, minor: number): number {
 
 /**
  * The loop device of `file`: the first one `find` names, else a free one attached now. Refuses
- * what is neither a regular file nor a block device (with `regularFile`, anything but a regular
- * file), and a block device in use (EBUSY).
+ * what is neither a regular file nor a block device, and a block device in use (EBUSY). With
+ * `regularFile`, see {@link attachImageFile}.
  */
-export async function attachLoop(sys: Sys, find: (file: string) => Promise<readonly string[]>, file: string, readOnly: boolean, regularFile: boolean): Promise<string> {
-  const [existing] = await find(file)
+export async function attachLoop(sys: Sys, lookup: Pick<LoopLookup, 'find' | 'findBacking'>, file: string, readOnly: boolean, regularFile: boolean): Promise<string> {
+  if (regularFile) return attachImageFile(sys, lookup.findBacking, file, readOnly)
+  const [existing] = await lookup.find(file)
   if (existing) return existing
   const info = await sys.fs('stat', file, () => stat(file))
   if (!info.isFile() && !info.isBlockDevice()) throw new HostError('EINVAL', 'losetup', file, 'not a regular file or a block device')
-  if (regularFile && !info.isFile()) throw new HostError('EINVAL', 'losetup', file, 'not a regular file')
   // A block device is opened exclusively: the kernel refuses (EBUSY) while a mounted filesystem
-  // or another exclusive holder claims it, so a filesystem in use is never attached a second
-  // time. O_NOFOLLOW when only a regular file will do: a symlink swapped in is not followed.
-  const flags = (readOnly ? c.O_RDONLY : c.O_RDWR) | (info.isBlockDevice() ? c.O_EXCL : 0) | (regularFile ? c.O_NOFOLLOW : 0)
+  // or another exclusive holder claims it, so a filesystem in use is never attached a second time.
+  const flags = (readOnly ? c.O_RDONLY : c.O_RDWR) | (info.isBlockDevice() ? c.O_EXCL : 0)
   const opened = withFd(sys, file, flags, async (fileFd) => {
     // What was opened, not what was looked at: the path may have been swapped in between.
-    const type = await typeOf(sys, fileFd, file)
-    if (regularFile ? type !== c.S_IFREG : type !== c.S_IFREG && type !== c.S_IFBLK) throw new HostError('EINVAL', 'losetup', file, 'not a regular file')
+    const { type } = await identityOf(sys, fileFd, file)
+    if (type !== c.S_IFREG && type !== c.S_IFBLK) throw new HostError('EINVAL', 'losetup', file, 'not a regular file or a block device')
     if (type === c.S_IFBLK && !info.isBlockDevice()) throw new HostError('EINVAL', 'losetup', file, 'replaced by a block device while being attached')
     return attachFd(sys, file, fileFd, readOnly)
   })
@@ -66,11 +66,83 @@ export async function attachLoop(sys: Sys, find: (file: string) => Promise<reado
   })
 }
 
-/** The file type (S_IFMT bits) of an open descriptor. */
-async function typeOf(sys: Sys, fd: number, file: string): Promise<number> {
+/**
+ * A disk image, opened once and used through that descriptor: `openat2` with
+ * RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS, so a symlink at any level of the path (a symlinked
+ * directory, `/proc/self`, a `/proc/<pid>/fd/N` magic link) fails the open with ELOOP and nothing is
+ * followed; then the descriptor must be a regular file (EINVAL otherwise) on a filesystem that
+ * stores data: a file of a kernel pseudo-filesystem (`/proc/<pid>/mem`, sysfs, debugfs...) says it
+ * is regular but is not a disk image (EINVAL). The loop device that already serves that very file
+ * is returned; else the same descriptor is handed to LOOP_CONFIGURE, so what was checked is what
+ * is attached.
+ */
+async function attachImageFile(sys: Sys, findBacking: LoopLookup['findBacking'], file: string, readOnly: boolean): Promise<string> {
+  const flags = (readOnly ? c.O_RDONLY : c.O_RDWR) | c.O_CLOEXEC
+  const opened = await sys.raw('openat2', file, (l) => l.openat2(AT_FDCWD, file, flags, 0, c.RESOLVE_NO_SYMLINKS | c.RESOLVE_NO_MAGICLINKS))
+  if (opened.ret < 0) throw imageOpenError(opened.errno, file)
+  const fd = opened.ret
+  try {
+    const identity = await identityOf(sys, fd, file)
+    if (identity.type !== c.S_IFREG) throw new HostError('EINVAL', 'losetup', file, `not a regular file (${typeName(identity.type)})`)
+    const fs: { f_type?: number } = {}
+    await sys.call('fstatfs', file, (l) => l.fstatfs(fd, fs))
+    const pseudo = PSEUDO_FILESYSTEMS.get(Number(fs.f_type ?? 0) >>> 0)
+    if (pseudo) throw new HostError('EINVAL', 'losetup', file, `not a regular file: a file of ${pseudo}, a kernel pseudo-filesystem, is not a disk image`)
+    const [existing] = await findBacking(identity)
+    if (existing) return existing
+    return await attachFd(sys, file, fd, readOnly)
+  } finally {
+    await sys.call('close', file, (l) => l.close(fd)).catch(() => undefined)
+  }
+}
+
+/** The open's failure, saying why a fileDisk image is refused. */
+function imageOpenError(errno: number, file: string): HostError {
+  if (errno === ELOOP) return errnoError(errno, 'openat2', file, 'a symlink at some level of the path: a disk image is opened without following any symlink')
+  // A directory cannot be opened for writing; a socket cannot be opened at all.
+  if (errno === EISDIR) return new HostError('EINVAL', 'losetup', file, 'not a regular file (a directory)', { cause: errnoError(errno, 'openat2', file) })
+  if (errno === ENXIO) return new HostError('EINVAL', 'losetup', file, 'not a regular file', { cause: errnoError(errno, 'openat2', file) })
+  if (errno === ENOSYS) return new HostError('ENOTSUP', 'openat2', file, 'the kernel has no openat2 (Linux 5.6): a disk image cannot be opened without following symlinks')
+  return errnoError(errno, 'openat2', file)
+}
+
+const AT_FDCWD = -100
+const ELOOP = 40
+const ENOSYS = 38
+const EISDIR = 21
+const ENXIO = 6
+const STATX_INO = 0x100
+
+/** Kernel pseudo-filesystems (linux/magic.h) whose files may say they are regular. */
+const PSEUDO_FILESYSTEMS: ReadonlyMap<number, string> = new Map([
+  [0x9fa0, 'proc'],
+  [0x62656572, 'sysfs'],
+  [0x64626720, 'debugfs'],
+  [0x74726163, 'tracefs'],
+  [0x73636673, 'securityfs'],
+  [0x27e0eb, 'cgroup'],
+  [0x63677270, 'cgroup2'],
+  [0x62656570, 'configfs'],
+  [0xcafe4a11, 'bpf'],
+  [0xde5e81e4, 'efivarfs'],
+  [0x6165676c, 'pstore'],
+  [0xf97cff8c, 'selinuxfs'],
+  [0x65735543, 'fusectl'],
+  [0x42494e4d, 'binfmt_misc'],
+  [0x6e736673, 'nsfs'],
+])
+
+function typeName(type: number): string {
+  const names: Record<number, string> = { [c.S_IFDIR]: 'a directory', [c.S_IFBLK]: 'a block device', [c.S_IFCHR]: 'a character device', [c.S_IFLNK]: 'a symlink', [c.S_IFSOCK]: 'a socket' }
+  return names[type] ?? 'a FIFO'
+}
+
+/** The file type (S_IFMT bits) and identity of an open descriptor. */
+async function identityOf(sys: Sys, fd: number, file: string): Promise<FileIdentity & { type: number }> {
   const buf = new Uint8Array(STATX_SIZE)
-  await sys.call('statx', file, (l) => l.statx(fd, '', c.AT_EMPTY_PATH, c.STATX_TYPE, buf))
-  return readStatx(buf).stx_mode & c.S_IFMT
+  await sys.call('statx', file, (l) => l.statx(fd, '', c.AT_EMPTY_PATH, c.STATX_TYPE | STATX_INO, buf))
+  const st = readStatx(buf)
+  return { type: st.stx_mode & c.S_IFMT, dev: `${st.stx_dev_major}:${st.stx_dev_minor}`, ino: st.stx_ino }
 }
 
 function attachFd(sys: Sys, file: string, fileFd: number, readOnly: boolean): Promise<string> {

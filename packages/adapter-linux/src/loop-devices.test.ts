@@ -58,7 +58,8 @@ describeAsRoot('loop devices and block devices on the real kernel', () => {
       await expectHostError(loops().attach(device), 'EBUSY')
       await expectHostError(loops().attach(p('link')), 'EBUSY')
       await expectHostError(loops().attach(device, { regularFile: true }), 'EINVAL')
-      await expectHostError(loops().attach(p('link'), { regularFile: true }), 'EINVAL')
+      // A symlink is not followed, whatever it names.
+      await expectHostError(loops().attach(p('link'), { regularFile: true }), 'ELOOP')
       // Nothing was attached over the device.
       expect(execFileSync('losetup', ['-j', device], { encoding: 'utf8' }).trim()).toBe('')
     } finally {
@@ -71,6 +72,41 @@ describeAsRoot('loop devices and block devices on the real kernel', () => {
     await expectHostError(loops().attach(p('image-link'), { regularFile: true }), 'ELOOP')
     const plain = await loops().attach(p('disk.img'), { regularFile: true })
     await loops().detach(plain)
+  })
+
+  it('regularFile: a symlink at any level is refused (ELOOP), a /proc file too (ELOOP through /proc/self, EINVAL as a pseudo-filesystem file); the file itself is found again through a hard link', async () => {
+    const { host, p } = h()
+    await host.mkdir(p('real'))
+    await host.writeFile(p('real', 'disk.img'), new Uint8Array(4 * MiB))
+    await host.symlink(p('real'), p('linked-dir'))
+    await host.mkdir(p('real', 'sub'))
+    await host.symlink('..', p('real', 'sub', 'up'))
+    const cases = [
+      p('linked-dir', 'disk.img'),
+      p('real', 'sub', 'up', 'disk.img'),
+      '/proc/self/mem',
+      '/proc/thread-self/mem',
+      `/proc/${process.pid}/root${p('real', 'disk.img')}`,
+    ]
+    for (const path of cases) {
+      const error = await loops().attach(path, { regularFile: true }).catch((err: unknown) => err)
+      expect(error, path).toMatchObject({ code: 'ELOOP', message: expect.stringContaining('a symlink at some level of the path') })
+    }
+    // /proc/<pid>/mem says it is a regular file: its filesystem refuses it. /sys files too.
+    await expect(loops().attach(`/proc/${process.pid}/mem`, { regularFile: true })).rejects.toMatchObject({ code: 'EINVAL', message: expect.stringContaining('a file of proc') })
+    await expect(loops().attach('/sys/kernel/notes', { regularFile: true, readOnly: true })).rejects.toMatchObject({ code: 'EINVAL', message: expect.stringContaining('a file of sysfs') })
+    await expectHostError(loops().attach(p('real'), { regularFile: true }), 'EINVAL')
+    await expectHostError(loops().attach(p('real', 'missing.img'), { regularFile: true }), 'ENOENT')
+    expect(execFileSync('losetup', ['-j', p('real', 'disk.img')], { encoding: 'utf8' }).trim()).toBe('')
+    // No loop device was attached to anything under /proc or /sys either.
+    const backing = execFileSync('losetup', ['--noheadings', '-l', '-O', 'BACK-FILE'], { encoding: 'utf8' })
+    expect(backing).not.toMatch(/^\/(proc|sys)\//m)
+
+    const device = await loops().attach(p('real', 'disk.img'), { regularFile: true })
+    execFileSync('ln', [p('real', 'disk.img'), p('hard.img')])
+    expect(await loops().attach(p('hard.img'), { regularFile: true })).toBe(device)
+    expect(execFileSync('losetup', ['--noheadings', '-O', 'BACK-FILE', device], { encoding: 'utf8' }).trim()).toBe(p('real', 'disk.img'))
+    await loops().detach(device)
   })
 
   it('a read-only attach gives a read-only device', async () => {

@@ -17,13 +17,14 @@ export type LoopDeviceEnv = LoopLookupEnv
 /** The `loopDevices` capability over `sys`. */
 export function createLoopDevices(sys: Sys, env: LoopDeviceEnv): LoopDevices {
   const pending = new Map<string, Promise<string>>()
-  const { find, status } = createLoopLookup(sys, env)
+  const lookup = createLoopLookup(sys, env)
+  const { find, status } = lookup
   return {
     attach(file, options) {
       // One attach per file at a time, so two callers get the same device.
       const running = pending.get(file)
       if (running) return running
-      const started = attachLoop(sys, find, file, options?.readOnly === true, options?.regularFile === true).finally(() => pending.delete(file))
+      const started = attachLoop(sys, lookup, file, options?.readOnly === true, options?.regularFile === true).finally(() => pending.delete(file))
       pending.set(file, started)
       return started
     },

@@ -21,10 +21,18 @@ export async function withFd<T>(sys: Sys, path: string, flags: number, use: (fd:
   }
 }
 
+/** A file as the kernel names it: its filesystem's device (`major:minor`) and its inode number. */
+export interface FileIdentity {
+  readonly dev: string
+  readonly ino: bigint
+}
+
 /** The read side of the loop devices. */
 export interface LoopLookup {
   /** The loop devices attached to `file`, lowest number first; none when the file does not exist. */
   find(file: string): Promise<readonly string[]>
+  /** The loop devices backed by the file `file` identifies (an open descriptor's statx), lowest number first. */
+  findBacking(file: FileIdentity): Promise<readonly string[]>
   /** The device's attachment, mounts and whether it is held; null when it does not exist or is not attached. */
   status(device: string): Promise<LoopDeviceStatus | null>
 }
@@ -39,7 +47,7 @@ export interface LoopLookupEnv {
 export function createLoopLookup(sys: Sys, env: LoopLookupEnv): LoopLookup {
   let bootId: Promise<string> | undefined
 
-  async function backing(device: string): Promise<{ dev: string; ino: bigint } | null> {
+  async function backing(device: string): Promise<FileIdentity | null> {
     const info: Partial<LoopInfo64> = {}
     try {
       await withFd(sys, device, c.O_RDONLY, (fd) => sys.call('ioctl', device, (l) => l.ioctlGetLoopInfo(fd, c.LOOP_GET_STATUS64, info), { detail: 'LOOP_GET_STATUS64' }))
@@ -57,7 +65,10 @@ export function createLoopLookup(sys: Sys, env: LoopLookupEnv): LoopLookup {
       throw err
     })
     if (!st) return []
-    const dev = deviceNumber(st.dev)
+    return findBacking({ dev: deviceNumber(st.dev), ino: st.ino })
+  }
+
+  async function findBacking(file: FileIdentity): Promise<readonly string[]> {
     // /sys/block/loopN/loop exists only while loopN is attached: no need to open idle devices.
     const names = await sys.fs('readdir', '/sys/block', () => readdir('/sys/block'))
     const found: string[] = []
@@ -68,7 +79,7 @@ export function createLoopLookup(sys: Sys, env: LoopLookupEnv): LoopLookup {
         .catch(() => false)
       if (!attached) continue
       const source = await backing(`/dev/${name}`)
-      if (source && source.dev === dev && source.ino === st.ino) found.push(`/dev/${name}`)
+      if (source && source.dev === file.dev && source.ino === file.ino) found.push(`/dev/${name}`)
     }
     return found
   }
@@ -83,7 +94,7 @@ export function createLoopLookup(sys: Sys, env: LoopLookupEnv): LoopLookup {
 
   // diskseq (Linux ≥ 5.15) is new on every attach and counts from boot: with the boot id it names
   // one attachment for good. Before it, the backing file's identity, which a re-attach repeats.
-  async function attachmentOf(rdev: bigint, source: { dev: string; ino: bigint }): Promise<string> {
+  async function attachmentOf(rdev: bigint, source: FileIdentity): Promise<string> {
     const read = (path: string) => sys.fs('read', path, () => readFile(path, 'utf8')).then((text) => text.trim(), () => '')
     const seq = await read(`/sys/dev/block/${deviceNumber(rdev)}/diskseq`)
     if (!seq) return `file ${source.dev}:${source.ino}`
@@ -109,5 +120,5 @@ export function createLoopLookup(sys: Sys, env: LoopLookupEnv): LoopLookup {
     return { attachment: await attachmentOf(st.rdev, source), mountPoints: await env.mountPointsOf(device), held: await isHeld(device) }
   }
 
-  return { find, status }
+  return { find, findBacking, status }
 }
