@@ -219,6 +219,24 @@ describe('loop devices', () => {
   })
 })
 
+describe('loop attach of a disk image (regularFile)', () => {
+  it('refuses a symlink at any level (ELOOP) and a file under /proc or /sys (EINVAL); attaches the file itself', async () => {
+    const { host, loops } = await formattedDisk()
+    await host.mkdir('/real/sub', { recursive: true })
+    await host.writeFile('/real/disk.img', new Uint8Array(MiB))
+    await host.symlink('/real', '/linked')
+    await host.symlink('..', '/real/sub/up')
+    await host.mkdir('/proc/1', { recursive: true })
+    await host.writeFile('/proc/1/mem', new Uint8Array(MiB))
+    await host.symlink('/proc/1', '/proc/self')
+    for (const path of ['/linked/disk.img', '/real/sub/up/disk.img', '/proc/self/mem']) expect(await errorCode(loops.attach(path, { regularFile: true })), path).toBe('ELOOP')
+    expect(await errorCode(loops.attach('/proc/1/mem', { regularFile: true }))).toBe('EINVAL')
+    expect(await errorCode(loops.attach('/real', { regularFile: true }))).toBe('EINVAL')
+    expect(await loops.find('/real/disk.img')).toEqual([])
+    expect(await loops.attach('/real/disk.img', { regularFile: true })).toMatch(/^\/dev\/loop\d+$/)
+  })
+})
+
 describe('loop attach of what is in use', () => {
   it('a mounted block device is EBUSY (the exclusive open); regularFile refuses a device (EINVAL) and a symlink (ELOOP)', async () => {
     const { host, loops } = await formattedDisk()
@@ -230,6 +248,7 @@ describe('loop attach of what is in use', () => {
     expect(await errorCode(loops.attach('/link'))).toBe('EBUSY')
     expect(await errorCode(loops.attach('/dev/sdb', { regularFile: true }))).toBe('EINVAL')
     expect(await errorCode(loops.attach('/image-link', { regularFile: true }))).toBe('ELOOP')
+    expect(await errorCode(loops.attach('/link', { regularFile: true }))).toBe('ELOOP')
     expect(await loops.attach('/disk.img', { regularFile: true })).toMatch(/^\/dev\/loop\d+$/)
     await host.unmount('/mnt')
     expect(await loops.attach('/dev/sdb')).toMatch(/^\/dev\/loop\d+$/)

@@ -70,12 +70,13 @@ export function addBlockDevice(state: HostState, path: string, sizeBytes: number
 
 /**
  * Attaches a file (or a block device) to the lowest free loop device. A mounted block device is
- * EBUSY, as Linux's exclusive open says; with
- * `regularFile` only a regular file is taken, a symlink not followed (ELOOP, as O_NOFOLLOW).
+ * EBUSY, as Linux's exclusive open says; with `regularFile` only a regular file is taken, opened
+ * as the Linux host's openat2 does: a symlink at any level of the path is not followed (ELOOP), and
+ * a file under `/proc` or `/sys` (kernel pseudo-filesystems on Linux) is not a disk image (EINVAL).
  */
 export function attachLoop(state: HostState, file: string, readOnly: boolean, regularFile = false): string {
+  if (regularFile) refuseImagePath(state, file)
   const { node } = lookupExisting(state.table, file, { follow: !regularFile, syscall: 'losetup' }).found
-  if (regularFile && node.type === 'symlink') throw new HostError('ELOOP', 'open', file, 'a symlink, not followed')
   if (regularFile && node.type !== 'file') throw new HostError('EINVAL', 'losetup', file, `not a regular file (a ${node.type})`)
   let backing: FileNode | BlockDevice
   if (node.type === 'file') backing = node
@@ -91,6 +92,19 @@ export function attachLoop(state: HostState, file: string, readOnly: boolean, re
   loop.loop = { backing, readOnly, autoclear: false, sequence: state.devices.nextSequence() }
   loop.sizeBytes = backingSize(loop.loop)
   return loop.path
+}
+
+/** A disk image's path: ELOOP for a symlink at any level, EINVAL under a kernel pseudo-filesystem. */
+function refuseImagePath(state: HostState, file: string): void {
+  const parts = file.split('/').filter((part) => part !== '' && part !== '.')
+  for (let i = 1; i <= parts.length; i++) {
+    const prefix = `/${parts.slice(0, i).join('/')}`
+    const { entry } = lookup(state.table, prefix, { follow: false, syscall: 'openat2' })
+    if (!entry) break
+    if (entry.type === 'symlink') throw new HostError('ELOOP', 'openat2', file, `a symlink at some level of the path (${prefix}): a disk image is opened without following any symlink`)
+  }
+  const top = parts[0]
+  if (top === 'proc' || top === 'sys') throw new HostError('EINVAL', 'losetup', file, `not a regular file: a file of ${top === 'proc' ? 'proc' : 'sysfs'}, a kernel pseudo-filesystem, is not a disk image`)
 }
 
 /** Detaches a loop device; while it is open, it goes when its last mount does (autoclear). */
