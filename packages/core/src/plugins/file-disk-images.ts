@@ -4,7 +4,9 @@
  * `attachRequired`), kubevol's loop device of the image, and the attach a device step makes for a
  * volume the node need not attach. The plugin's capabilities are built over this.
  */
+import { storageOf } from '../api/quantity.js'
 import type { VolumeSpec } from '../api/volume-spec.js'
+import { HostError, errorMessage } from '../errors.js'
 import type { LoopDevices } from '../host/host.js'
 import { joinPath } from '../paths.js'
 import { createCsiDriverObjects } from './csi/driver-objects.js'
@@ -30,6 +32,44 @@ export function requireImage(spec: VolumeSpec): { image: string; fsType: string 
     throw new Error(`invalid ${FILE_DISK_DRIVER} volumeHandle "${source.image}": must be an absolute path without '..'`)
   }
   return source
+}
+
+/** 1 MiB: the slack every image gets over its capacity, whatever the capacity (alignment of small images). */
+const IMAGE_SLACK_BYTES = 2 ** 20
+
+/**
+ * The largest image (or loop device) a fileDisk volume of `capacity` bytes accepts: the capacity
+ * plus a quarter plus 1 MiB. The image is the volume, so it should be the PV's size (expansion
+ * grows it to the new capacity, never beyond); the quarter covers a capacity written in decimal
+ * units for an image sized in binary ones or the reverse (`1G` against `1Gi` is 7%, `1P` against
+ * `1Pi` 13%), the MiB the rounding of small images. Anything larger is refused before it is
+ * attached, formatted or handed to a pod: mkfs would span the whole image, and a sparse one far
+ * larger than its PV fills the node's disk behind a small claim.
+ */
+export function maxImageBytes(capacity: number): number {
+  return capacity + Math.floor(capacity / 4) + IMAGE_SLACK_BYTES
+}
+
+/** Throws when `size` (the image's, or its loop device's) is beyond {@link maxImageBytes} of the PV's capacity; a PV without a capacity is not checked. */
+export function refuseOversizedImage(spec: VolumeSpec, size: number, what: 'is' | 'is attached as a loop device of'): void {
+  const capacity = storageOf(spec.persistentVolume?.spec?.capacity)
+  if (capacity === undefined || size <= maxImageBytes(capacity)) return
+  const { image } = requireImage(spec)
+  throw new Error(
+    `${FILE_DISK_DRIVER} volumeHandle ${image} ${what} ${size} bytes, far larger than the capacity of PersistentVolume ${spec.persistentVolume?.metadata?.name ?? spec.name} (${capacity} bytes; at most ${maxImageBytes(capacity)} accepted): refusing to attach, format or mount it; make the image the PV's size, or give the PV the image's size`,
+  )
+}
+
+/** An attach refusal of the host (a symlink on the way, not a regular file) in the fileDisk volume's words; anything else as it came. */
+function refusedHandle(image: string, err: unknown): unknown {
+  if (!(err instanceof HostError)) return err
+  if (err.code === 'ELOOP') {
+    return new Error(`${FILE_DISK_DRIVER} volumeHandle ${image} has a symlink in its path: a fileDisk image is opened without following a symlink at any level (${errorMessage(err)})`, { cause: err })
+  }
+  if (err.code === 'EINVAL' && err.syscall === 'losetup') {
+    return new Error(`${FILE_DISK_DRIVER} volumeHandle ${image} is not a regular file: a fileDisk volume must name its disk image file itself (${errorMessage(err)})`, { cause: err })
+  }
+  return err
 }
 
 /** The fileDisk plugin's images: what its capabilities share. Every member but `init` is used only after `init`. */
@@ -59,8 +99,11 @@ export interface FileDiskImages {
    * must be a regular file itself: a block device (or a symlink to one) may hold a filesystem
    * mounted elsewhere, and a second loop device over it would let two ext4 mounts write the same
    * blocks. An image someone else attached, or whose loop device is mounted anywhere but here, is
-   * refused as in use. `reported`: the device path this volume's attach reported (the controller's
-   * in controller mode), which counts as kubevol's when nothing else uses it.
+   * refused as in use. The host opens the image without following a symlink at any level (a
+   * symlinked directory, `/proc/self/...`) and refuses a file of a kernel pseudo-filesystem; an
+   * image larger than {@link maxImageBytes} of the PV's capacity is refused before the attach.
+   * `reported`: the device path this volume's attach reported (the controller's in controller
+   * mode), which counts as kubevol's when nothing else uses it.
    */
   attachImage(spec: VolumeSpec, reported?: string): Promise<string>
   /**
@@ -132,7 +175,13 @@ export function createFileDiskImages(): FileDiskImages {
           `${FILE_DISK_DRIVER} volumeHandle ${image} is a ${info.type.replace('-', ' ')}, not a regular file: a fileDisk volume must name its disk image file itself (a device or a symlink is refused, so that a filesystem in use elsewhere is never mounted a second time)`,
         )
       }
-      return images.attachments().attach(image, images.ownUse(spec, reported))
+      // Before anything is attached: a far larger image would be formatted (or handed to the pod) whole.
+      refuseOversizedImage(spec, info.size, 'is')
+      try {
+        return await images.attachments().attach(image, images.ownUse(spec, reported))
+      } catch (err) {
+        throw refusedHandle(image, err)
+      }
     },
     async attachInDeviceStep(spec, path, reported) {
       if (!images.attachRequired()) await staged().staged(path, requireImage(spec).image)

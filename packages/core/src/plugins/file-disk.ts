@@ -10,14 +10,23 @@
  *
  * attach = attach the image to a loop device (reusing only kubevol's own: an image someone else
  * attached or mounted is refused as in use, see `file-disk-loops.ts`); mount device = the same
- * check (the attach itself when the volume is not attachable), then format only if blank, check,
- * mount at `plugins/kubevol.io/file-disk/mounts/<pv>`; set up = bind into the pod; tear down,
+ * check (the attach itself when the volume is not attachable), then refuse a device far larger than
+ * the PV's capacity, format only if blank, check (`fsck -a`, read-write mounts of an existing
+ * filesystem), mount at `plugins/kubevol.io/file-disk/mounts/<pv>`; set up = bind into the pod; tear down,
  * unmount device (detaching what mount device attached) and detach run in reverse. In block mode the
  * loop device is mapped into the pod. Expansion grows the image, refreshes the loop device and grows
  * the file system (online where the file system allows it).
  */
 import { joinPath } from '../paths.js'
-import { FILE_DISK_DRIVER, FILE_DISK_PLUGIN_NAME, type FileDiskImages, createFileDiskImages, imageOf, requireImage } from './file-disk-images.js'
+import {
+  FILE_DISK_DRIVER,
+  FILE_DISK_PLUGIN_NAME,
+  type FileDiskImages,
+  createFileDiskImages,
+  imageOf,
+  refuseOversizedImage,
+  requireImage,
+} from './file-disk-images.js'
 import type { BlockCapability, DeviceMountCapability, NodeExpandCapability, VolumePlugin } from './plugin.js'
 import { createBindMounter, createBindUnmounter } from './util/bind-into-pod.js'
 import { globalDeviceMount } from './util/safe-format-and-mount.js'
@@ -102,6 +111,9 @@ function createFileDiskDeviceMount(images: FileDiskImages): DeviceMountCapabilit
     async mountDevice(spec, devicePath, deviceMountPath, args) {
       const device = await images.attachInDeviceStep(spec, deviceMountPath, devicePath)
       if (devicePath && device !== devicePath) images.context.logger.info('fileDisk image is attached elsewhere than recorded', { image: requireImage(spec).image, recorded: devicePath, device })
+      // What mkfs would span is the device, not the file: the image may have changed since the attach.
+      const { blockDevices } = images.context.host
+      if (blockDevices) refuseOversizedImage(spec, await blockDevices.size(device), 'is attached as a loop device of')
       return global.mountDevice(spec, device, deviceMountPath, args)
     },
     async unmountDevice(deviceMountPath) {
