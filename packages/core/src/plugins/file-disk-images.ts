@@ -46,7 +46,7 @@ const IMAGE_SLACK_BYTES = 2 ** 20
  * attached, formatted or handed to a pod: mkfs would span the whole image, and a sparse one far
  * larger than its PV fills the node's disk behind a small claim.
  */
-export function maxImageBytes(capacity: number): number {
+function maxImageBytes(capacity: number): number {
   return capacity + Math.floor(capacity / 4) + IMAGE_SLACK_BYTES
 }
 
