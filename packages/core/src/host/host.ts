@@ -5,6 +5,28 @@
  * All paths are absolute. Every method fails with a {@link HostError} whose code is the errno the
  * kernel would give (ENOENT, EEXIST, EBUSY, ...). Optional members are capabilities: a host that can
  * attach loop devices has `loopDevices`, one that cannot does not.
+ *
+ * **The root.** While a {@link Host.lockRoot} is held, its directory is the host's root, and every
+ * path strictly beneath it, given to any member, is resolved from the root without following a
+ * symlink at any level beneath it (the Linux host: `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`
+ * from the root's descriptor, and the act made on what that resolution opened). A symlink:
+ * - at a level above the last (a parent directory beneath the root) fails every member with ELOOP
+ *   (`syscall` the member's usual call, `path` the path given, a message that a symlink beneath the
+ *   root was refused, naming the level that is one when known);
+ * - as the last component is acted on, never followed, by the members that act on an entry itself:
+ *   `lstat` (reports it), `readlink`, `lchown`, `remove`, `removeAll` and `removeUnmounted` (unlink
+ *   it as a file), `rename` (either end), `symlink` (EEXIST), `unmount` (EINVAL: not a mount point),
+ *   `isMountPoint` (false);
+ * - as the last component fails with ELOOP every member that would follow it: `stat`, `readFile`,
+ *   `writeFile`, `appendFile`, `writeFileAt`, `syncFile`, `truncate`, `chmod`, `readdir`, `mkdir`
+ *   (recursive or not; an existing directory with `recursive` is still no error), `mount` (its target,
+ *   and a bind's source), `statfs`, `mountReferences`, each step of `fileSteps` as its member, and
+ *   `subPaths.bind`'s volume path and target (its sub path is resolved inside the volume as before).
+ *
+ * A regular file at a level above the last is ENOTDIR, as the kernel; a mount point beneath the root
+ * is crossed as usual. `..` never climbs above the root (EXDEV). Before a lock, after its release,
+ * and for paths not strictly beneath the root (the root itself, paths elsewhere, paths that reach it
+ * through another name), resolution is the kernel's usual one, symlinks followed.
  */
 
 /** What `lstat`/`stat` report. */
@@ -327,6 +349,12 @@ export interface Host {
    * `kubevol gc` takes it before removing anything. Held by another process, the answer says which
    * (`holderPid`). On Linux a flock(2) the kernel drops when the holder dies, even by SIGKILL: a
    * stale lock file never blocks a restart.
+   *
+   * `{ locked: true }` also makes `rootDir` the host's root until `release()`: every path strictly
+   * beneath it is then resolved without following a symlink at any level (see the Host port's
+   * comment for each member). `rootDir` itself may be reached through symlinks, the operator's
+   * choice: they are resolved once, here, and the directory found then stands for `rootDir` until the
+   * release (the Linux host holds it open), whatever is renamed or linked at its name later.
    */
   lockRoot?(rootDir: string): Promise<RootLock>
   /** Sets the size of a regular file (extends sparsely or cuts). Present where disk images can grow. */
