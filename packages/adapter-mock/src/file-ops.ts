@@ -7,7 +7,7 @@ import { HostError } from '@kubevol/core'
 import { dirname } from '@kubevol/core/host'
 import type { HostState } from './host-state.js'
 import { assertWritable } from './host-state.js'
-import { type MissingAt, lookup, lookupExisting, lookupOrMissing, tryLookup } from './lookup.js'
+import { type MissingAt, beneathRootAt, lookup, lookupExisting, lookupOrMissing, tryLookup } from './lookup.js'
 import type { Mount } from './mount-table.js'
 import type { DirNode, FileNode, SpecialNodeType } from './nodes.js'
 import { fileInfo, noBytes } from './nodes.js'
@@ -15,12 +15,16 @@ import { encodeText } from './text.js'
 
 /** `lstat` (`follow` false) or `stat`: null when the path or a symlink's target does not exist. */
 export function statPath(state: HostState, path: string, follow: boolean): FileInfo | null {
-  const result = tryLookup(state.table, path, { follow, syscall: follow ? 'stat' : 'lstat' })
+  const result = tryLookup(state, path, { follow, syscall: follow ? 'stat' : 'lstat' })
   return result?.found ? fileInfo(result.found.node) : null
 }
 
 function makeDir(state: HostState, path: string, mode: number): void {
-  const result = lookup(state.table, path, { follow: false, syscall: 'mkdir' })
+  const result = lookup(state, path, { follow: false, syscall: 'mkdir' })
+  if (result.entry?.type === 'symlink' && beneathRootAt(state, path) >= 0) {
+    // Beneath the root a symlink in mkdir's way is refused as one at any other level, not EEXIST.
+    throw new HostError('ELOOP', 'mkdir', path, `refusing to follow a symlink beneath the root: ${path} is a symlink`)
+  }
   if (result.entry || !result.parent) throw new HostError('EEXIST', 'mkdir', path, 'file exists')
   makeDirIn(result.parent.mount, result.parent.node, result.name, path, mode)
 }
@@ -60,7 +64,7 @@ export function mkdir(state: HostState, path: string, options: { readonly recurs
   // The common cases in one lookup: the directory exists, or only its last component is missing.
   // A missing component on the way is an expected answer here, so it comes back as no result
   // rather than as an error.
-  const result = lookupOrMissing(state.table, path, { follow: true, syscall: 'mkdir' })
+  const result = lookupOrMissing(state, path, { follow: true, syscall: 'mkdir' })
   if (result && 'missing' in result) {
     if (makeDirsFrom(result, path, mode)) return
   } else if (result?.found) {
@@ -84,7 +88,7 @@ export function mkdir(state: HostState, path: string, options: { readonly recurs
       makeDir(state, prefix, mode)
       continue
     }
-    const found = lookup(state.table, prefix, { follow: true, syscall: 'mkdir' }).found
+    const found = lookup(state, prefix, { follow: true, syscall: 'mkdir' }).found
     if (!found) {
       makeDir(state, prefix, mode)
       created = true
@@ -96,14 +100,14 @@ export function mkdir(state: HostState, path: string, options: { readonly recurs
 
 /** The names in a directory, sorted. */
 export function readdir(state: HostState, path: string): string[] {
-  const { node } = lookupExisting(state.table, path, { follow: true, syscall: 'scandir' }).found
+  const { node } = lookupExisting(state, path, { follow: true, syscall: 'scandir' }).found
   if (node.type !== 'directory') throw new HostError('ENOTDIR', 'scandir', path, 'not a directory')
   return [...node.children.keys()].sort()
 }
 
 /** A copy of a regular file's bytes (a sparse tail reads as zeros). */
 export function readFile(state: HostState, path: string): Uint8Array {
-  const { node } = lookupExisting(state.table, path, { follow: true, syscall: 'open' }).found
+  const { node } = lookupExisting(state, path, { follow: true, syscall: 'open' }).found
   if (node.type === 'directory') throw new HostError('EISDIR', 'read', path, 'is a directory')
   if (node.type !== 'file') throw new HostError('EINVAL', 'read', path, 'not a regular file')
   const bytes = new Uint8Array(node.size)
@@ -128,7 +132,7 @@ function writeInto(file: FileNode, bytes: Uint8Array, path: string): void {
 /** Creates or replaces a regular file (following a symlink at `path`); `mode` applies on creation only. */
 export function writeFile(state: HostState, path: string, data: Uint8Array | string, options: { readonly mode?: number } = {}): void {
   const bytes = data.length === 0 ? noBytes : typeof data === 'string' ? encodeText(data) : data.slice()
-  const result = lookup(state.table, path, { follow: true, syscall: 'open' })
+  const result = lookup(state, path, { follow: true, syscall: 'open' })
   if (result.found) {
     const { node, mount } = result.found
     if (node.type === 'directory') throw new HostError('EISDIR', 'open', path, 'is a directory')
@@ -152,7 +156,7 @@ const appendRoom = new WeakMap<FileNode, Uint8Array>()
 /** Appends to a regular file, creating it with mode 0600 (open with O_APPEND|O_CREAT). Amortized O(appended bytes). */
 export function appendFile(state: HostState, path: string, data: Uint8Array | string): void {
   const bytes = typeof data === 'string' ? encodeText(data) : data
-  const result = lookup(state.table, path, { follow: true, syscall: 'open' })
+  const result = lookup(state, path, { follow: true, syscall: 'open' })
   if (!result.found) {
     writeFile(state, path, bytes, { mode: 0o600 })
     return
@@ -178,7 +182,7 @@ export function appendFile(state: HostState, path: string, data: Uint8Array | st
 /** pwrite(2) into an existing regular file (following a symlink): the bytes at `offset` replaced, the file grown only past its end. */
 export function writeFileAt(state: HostState, path: string, offset: number, data: Uint8Array): void {
   if (!Number.isSafeInteger(offset) || offset < 0) throw new HostError('EINVAL', 'pwrite', path, `invalid offset ${offset}`)
-  const { node, mount } = lookupExisting(state.table, path, { follow: true, syscall: 'open' }).found
+  const { node, mount } = lookupExisting(state, path, { follow: true, syscall: 'open' }).found
   if (node.type === 'directory') throw new HostError('EISDIR', 'open', path, 'is a directory')
   if (node.type !== 'file') throw new HostError('EINVAL', 'open', path, 'not a regular file')
   assertWritable(mount, 'write', path)
@@ -209,7 +213,7 @@ export function writeFileAt(state: HostState, path: string, offset: number, data
 /** symlink(2): `target` is stored verbatim and may dangle. */
 export function symlink(state: HostState, target: string, path: string): void {
   if (target === '') throw new HostError('ENOENT', 'symlink', path, 'empty symlink target')
-  const result = lookup(state.table, path, { follow: false, syscall: 'symlink' })
+  const result = lookup(state, path, { follow: false, syscall: 'symlink' })
   if (result.entry || !result.parent) throw new HostError('EEXIST', 'symlink', path, 'file exists')
   assertWritable(result.parent.mount, 'symlink', path)
   const fs = result.parent.node.fs
@@ -219,21 +223,21 @@ export function symlink(state: HostState, target: string, path: string): void {
 
 /** readlink(2): EINVAL when `path` is not a symlink. */
 export function readlink(state: HostState, path: string): string {
-  const { node } = lookupExisting(state.table, path, { follow: false, syscall: 'readlink' }).found
+  const { node } = lookupExisting(state, path, { follow: false, syscall: 'readlink' }).found
   if (node.type !== 'symlink') throw new HostError('EINVAL', 'readlink', path, 'not a symbolic link')
   return node.target
 }
 
 /** chmod(2), following a symlink. */
 export function chmod(state: HostState, path: string, mode: number): void {
-  const { node, mount } = lookupExisting(state.table, path, { follow: true, syscall: 'chmod' }).found
+  const { node, mount } = lookupExisting(state, path, { follow: true, syscall: 'chmod' }).found
   assertWritable(mount, 'chmod', path)
   node.mode = mode & 0o7777
 }
 
 /** lchown(2): -1 keeps a value. */
 export function lchown(state: HostState, path: string, uid: number, gid: number): void {
-  const { node, mount } = lookupExisting(state.table, path, { follow: false, syscall: 'lchown' }).found
+  const { node, mount } = lookupExisting(state, path, { follow: false, syscall: 'lchown' }).found
   assertWritable(mount, 'lchown', path)
   if (uid !== -1) node.uid = uid
   if (gid !== -1) node.gid = gid
@@ -242,7 +246,7 @@ export function lchown(state: HostState, path: string, uid: number, gid: number)
 /** Creates a character device, socket or fifo at `path` (test setup: parents are created). */
 export function mknod(state: HostState, path: string, type: SpecialNodeType, mode = 0o644): void {
   mkdir(state, dirname(path), { recursive: true })
-  const result = lookup(state.table, path, { follow: false, syscall: 'mknod' })
+  const result = lookup(state, path, { follow: false, syscall: 'mknod' })
   if (result.entry || !result.parent) throw new HostError('EEXIST', 'mknod', path, 'file exists')
   const fs = result.parent.node.fs
   const node = type === 'char-device' ? fs.newDevice(type, 0, mode) : fs.newSpecial(type, mode)
@@ -255,7 +259,7 @@ export function mknod(state: HostState, path: string, type: SpecialNodeType, mod
  */
 export function allocateFile(state: HostState, path: string, sizeBytes: number): void {
   mkdir(state, dirname(path), { recursive: true })
-  const result = lookup(state.table, path, { follow: true, syscall: 'truncate' })
+  const result = lookup(state, path, { follow: true, syscall: 'truncate' })
   if (result.found) {
     const { node } = result.found
     if (node.type !== 'file') throw new HostError('EINVAL', 'truncate', path, 'not a regular file')

@@ -8,6 +8,7 @@ import { HostError } from '@kubevol/core'
 import type { BlockDevice } from './devices.js'
 import { DeviceRegistry } from './devices.js'
 import { Filesystem } from './filesystem.js'
+import type { LockedRoot } from './lookup.js'
 import type { Mount } from './mount-table.js'
 import { MountTable } from './mount-table.js'
 
@@ -45,6 +46,11 @@ export interface HostState extends HostStateOptions {
   readonly busy: string[]
   /** The next free minor number for an anonymous (`0:N`) filesystem. */
   nextAnonMinor(): number
+  /**
+   * The host's root while a `lockRoot` holds it (null: none): every path strictly beneath it is
+   * resolved following no symlink (see `lookup.ts`).
+   */
+  lockedRoot: LockedRoot | null
 }
 
 /** A fresh host: a root filesystem with `/dev` and `/tmp`. */
@@ -69,6 +75,7 @@ export function createHostState(options: HostStateOptions): HostState {
     violations: [],
     busy: [],
     nextAnonMinor,
+    lockedRoot: null,
   }
 }
 

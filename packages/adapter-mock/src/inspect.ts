@@ -67,7 +67,7 @@ function snapshot(state: HostState, loc: Location, crossed: boolean): TreeNode {
 
 /** The subtree at `path` (a symlink there is not followed). ENOENT when it does not exist. */
 export function tree(state: HostState, path: string): TreeNode {
-  const found = lookup(state.table, path, { follow: false, syscall: 'tree' }).found
+  const found = lookup({ table: state.table }, path, { follow: false, syscall: 'tree' }).found
   if (!found) throw new HostError('ENOENT', 'tree', path, 'no such file or directory')
   return snapshot(state, found, found.node === found.mount.root && found.mount.parent !== null)
 }
@@ -75,7 +75,7 @@ export function tree(state: HostState, path: string): TreeNode {
 /** True when something (a dangling symlink included) is at `path`. */
 export function exists(state: HostState, path: string): boolean {
   try {
-    return lookup(state.table, path, { follow: false, syscall: 'lstat' }).found !== null
+    return lookup({ table: state.table }, path, { follow: false, syscall: 'lstat' }).found !== null
   } catch (err) {
     if (isHostError(err)) return false
     throw err

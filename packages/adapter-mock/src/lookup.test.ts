@@ -274,3 +274,39 @@ describe('a walk after the tree changed', () => {
     expect([await text(one, '/a/b/f'), await text(two, '/a/b/f'), await text(one, '/a/b/f')]).toEqual(['one', 'two', 'one'])
   })
 })
+
+describe('beneath a locked root', () => {
+  async function locked() {
+    const host = createMemoryHost()
+    await host.mkdir('/data/kubevol/pods', { recursive: true })
+    await host.mkdir('/outside')
+    await host.writeFile('/outside/canary', 'kept')
+    await host.mkdir('/var/lib', { recursive: true })
+    // The operator's choice: the root reached through a symlink, resolved once at lock time.
+    await host.symlink('/data/kubevol', '/var/lib/kubevol')
+    const lock = await host.lockRoot('/var/lib/kubevol')
+    if (!lock.locked) throw new Error('not locked')
+    await host.symlink('/outside', '/var/lib/kubevol/pods/link')
+    return { host, lock }
+  }
+
+  it('refuses a symlink at a level with ELOOP naming the level, and `..` above the root with EXDEV', async () => {
+    const { host } = await locked()
+    const error = await host.readFile('/var/lib/kubevol/pods/link/canary').catch((err: unknown) => err)
+    expect(isHostError(error, 'ELOOP') && error.message).toMatch(/refusing to follow a symlink beneath the root: \/var\/lib\/kubevol\/pods\/link is a symlink/)
+    expect(await codeOf(host.readdir('/var/lib/kubevol//pods/../..'))).toBe('EXDEV')
+    expect((await host.lstat('/var/lib/kubevol/pods/link'))?.type).toBe('symlink')
+    // The root itself and paths elsewhere resolve as before.
+    expect((await host.stat('/var/lib/kubevol'))?.type).toBe('directory')
+    expect(await host.readdir('/data/kubevol/pods/link')).toEqual(['canary'])
+  })
+
+  it('keeps the directory found at lock time, and resolves as before once released', async () => {
+    const { host, lock } = await locked()
+    await host.rename('/data/kubevol', '/data/moved')
+    expect(await host.readdir('/var/lib/kubevol/pods')).toEqual(['link'])
+    await lock.release()
+    expect(await codeOf(host.readdir('/var/lib/kubevol/pods'))).toBe('ENOENT')
+    expect(await host.readdir('/data/moved/pods/link')).toEqual(['canary'])
+  })
+})

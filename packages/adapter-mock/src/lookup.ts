@@ -3,6 +3,11 @@
  * crossing onto the topmost mount at each mount point, following symlinks in intermediate components
  * (and in the last one when asked), at most 40 of them (ELOOP). A relative symlink target continues
  * from the link's directory; `..` at a mount's root climbs to the mount point first.
+ *
+ * Once a root is locked (see {@link LockedRoot}), a path strictly beneath it is walked as the Linux
+ * host's `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` from the root's descriptor: from the
+ * directory the lock found, following no symlink at any level beneath it (ELOOP), `..` never above it
+ * (EXDEV); mount points are crossed as usual.
  */
 import { HostError } from '@kubevol/core'
 import type { Mount, MountTable } from './mount-table.js'
@@ -23,6 +28,23 @@ interface DirLocation {
   readonly node: DirNode
 }
 
+/**
+ * The root a lock made the host's root: the path it was locked as (normalized), and the directory
+ * that path led to when it was locked (symlinks on the way followed once, then): the descriptor the
+ * Linux host holds.
+ */
+export interface LockedRoot {
+  readonly path: string
+  readonly mount: Mount
+  readonly node: DirNode
+}
+
+/** What a path is resolved in: the mount table, and the locked root when there is one. */
+export interface PathSpace {
+  readonly table: MountTable
+  readonly lockedRoot?: LockedRoot | null
+}
+
 /** The result of resolving a path. */
 export interface Lookup {
   /** The directory holding the last component; null when the path ends at `/`, `.` or `..`. */
@@ -37,7 +59,7 @@ export interface Lookup {
 
 /** How to resolve. */
 export interface LookupOptions {
-  /** Follow a symlink in the last component. */
+  /** Follow a symlink in the last component (beneath a locked root: refuse it, ELOOP). */
   readonly follow: boolean
   /** The syscall named in errors. */
   readonly syscall: string
@@ -57,8 +79,8 @@ export function crossMounts(table: MountTable, loc: Location): Location {
  * missing, ENOTDIR when one is not a directory, ELOOP after {@link maxSymlinks} links. A missing last
  * component is not an error: `entry` and `found` are null and `parent`/`name` say where it would be.
  */
-export function lookup(table: MountTable, path: string, options: LookupOptions): Lookup {
-  const result = tryLookup(table, path, options)
+export function lookup(space: PathSpace, path: string, options: LookupOptions): Lookup {
+  const result = tryLookup(space, path, options)
   if (!result) throw new HostError('ENOENT', options.syscall, path, 'no such file or directory')
   return result
 }
@@ -68,8 +90,8 @@ export function lookup(table: MountTable, path: string, options: LookupOptions):
  * callers for which a missing path is an expected answer (stat, `mkdir -p`) pay for no error and
  * no stack trace. Every other failure throws as in {@link lookup}.
  */
-export function tryLookup(table: MountTable, path: string, options: LookupOptions): Lookup | undefined {
-  return walk(table, path, options, false) as Lookup | undefined
+export function tryLookup(space: PathSpace, path: string, options: LookupOptions): Lookup | undefined {
+  return walk(space, path, options, false) as Lookup | undefined
 }
 
 /**
@@ -91,12 +113,57 @@ export interface MissingAt {
  * of looking every prefix up from the root. A missing component behind a symlink still gives
  * undefined (a dangling link on the way is the caller's case to decide).
  */
-export function lookupOrMissing(table: MountTable, path: string, options: LookupOptions): Lookup | MissingAt | undefined {
-  return walk(table, path, options, true)
+export function lookupOrMissing(space: PathSpace, path: string, options: LookupOptions): Lookup | MissingAt | undefined {
+  return walk(space, path, options, true)
 }
 
-function walk(table: MountTable, path: string, options: LookupOptions, reportMissing: boolean): Lookup | MissingAt | undefined {
+/**
+ * Where `path` leaves the locked root's own path, when it lies strictly beneath it: the index in
+ * `path` of its first component below the root; -1 when no root is locked or `path` is the root, above
+ * it or elsewhere. Compared as text, slashes folded: the root's descriptor stands for its path.
+ */
+export function beneathRootAt(space: PathSpace, path: string): number {
+  const root = space.lockedRoot
+  if (!root) return -1
+  const prefix = root.path
+  // The common case first: the path spelled as the root was, then a slash.
+  let at: number
+  if (path.startsWith(prefix) && (prefix === '/' || path.charCodeAt(prefix.length) === 47)) at = prefix.length
+  else {
+    // Doubled slashes in either spelling: compare component by component.
+    at = matchFolded(path, prefix)
+    if (at < 0) return -1
+  }
+  at = skipSlashes(path, at)
+  return at < path.length ? at : -1
+}
+
+/** The index in `path` just past `prefix` (a normalized absolute path), slashes folded; -1 when `prefix` does not lead it. */
+function matchFolded(path: string, prefix: string): number {
+  let i = 0
+  let j = 0
+  while (j < prefix.length) {
+    if (prefix.charCodeAt(j) === 47) {
+      if (path.charCodeAt(i) !== 47) return -1
+      i = skipSlashes(path, i)
+      j++
+      continue
+    }
+    if (path.charCodeAt(i) !== prefix.charCodeAt(j)) return -1
+    i++
+    j++
+  }
+  return prefix === '/' || i === path.length || path.charCodeAt(i) === 47 ? i : -1
+}
+
+/** The refusal of a symlink beneath the locked root: ELOOP, naming the level that is one. */
+function symlinkRefused(syscall: string, path: string, level: string): HostError {
+  return new HostError('ELOOP', syscall, path, `refusing to follow a symlink beneath the root: ${level} is a symlink`)
+}
+
+function walk(space: PathSpace, path: string, options: LookupOptions, reportMissing: boolean): Lookup | MissingAt | undefined {
   if (!path.startsWith('/')) throw new HostError('EINVAL', options.syscall, path, 'path is not absolute')
+  const table = space.table
   const rootMount = topmost(table, table.root, table.root.root)
   const rootNode = rootMount.root
   // The walk keeps its place as a mount and a node, and reads components straight from the string:
@@ -107,6 +174,14 @@ function walk(table: MountTable, path: string, options: LookupOptions, reportMis
   let rest = path
   let links = 0
   let at = skipSlashes(rest, 0)
+  // Strictly beneath a locked root: start from the directory the lock found, follow no symlink.
+  const beneath = beneathRootAt(space, path)
+  const locked = beneath >= 0 ? (space.lockedRoot as LockedRoot) : null
+  if (locked) {
+    mount = locked.mount
+    node = locked.node
+    at = beneath
+  }
   while (at < rest.length) {
     const slash = rest.indexOf('/', at)
     const end = slash < 0 ? rest.length : slash
@@ -117,6 +192,9 @@ function walk(table: MountTable, path: string, options: LookupOptions, reportMis
     const dots = dotCount(rest, start, end)
     if (dots === 1) continue
     if (dots === 2) {
+      if (locked && node === locked.node && mount === locked.mount) {
+        throw new HostError('EXDEV', options.syscall, path, 'refusing to climb above the root')
+      }
       // Climb out of mounts whose root we stand on, then to the parent directory (not above a root).
       while (node === mount.root && mount.parent && mount.mountpoint) {
         node = mount.mountpoint
@@ -150,6 +228,7 @@ function walk(table: MountTable, path: string, options: LookupOptions, reportMis
       return reportMissing && links === 0 ? { missing: true, mount: dirMount, node: dir as DirNode, rest, at: start } : undefined
     }
     if (child.type === 'symlink' && (!isLast || options.follow)) {
+      if (locked) throw symlinkRefused(options.syscall, path, isLast ? path : path.slice(0, end))
       if (++links > maxSymlinks) throw new HostError('ELOOP', options.syscall, path, 'too many levels of symbolic links')
       rest = isLast ? child.target : `${child.target}/${rest.slice(at)}`
       at = skipSlashes(rest, 0)
@@ -197,8 +276,8 @@ function skipSlashes(text: string, from: number): number {
 }
 
 /** Resolves `path` and fails with ENOENT when it does not exist. */
-export function lookupExisting(table: MountTable, path: string, options: LookupOptions): Lookup & { found: Location } {
-  const result = lookup(table, path, options)
+export function lookupExisting(space: PathSpace, path: string, options: LookupOptions): Lookup & { found: Location } {
+  const result = lookup(space, path, options)
   if (!result.found) throw new HostError('ENOENT', options.syscall, path, 'no such file or directory')
   return result as Lookup & { found: Location }
 }

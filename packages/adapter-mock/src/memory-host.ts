@@ -21,7 +21,7 @@ import type {
   UnmountOptions,
 } from '@kubevol/core'
 import { HostError, systemClock } from '@kubevol/core'
-import { fileStepsOneByOne, removeUnmountedOneByOne } from '@kubevol/core/host'
+import { fileStepsOneByOne, joinPath, removeUnmountedOneByOne } from '@kubevol/core/host'
 import type { CallRunner } from './capabilities.js'
 import { createBlockDevices, createFilesystems, createLoopDevices, createStatfs } from './capabilities.js'
 import * as devices from './device-ops.js'
@@ -32,7 +32,7 @@ import type { HostState, Violation } from './host-state.js'
 import { createHostState } from './host-state.js'
 import type { TreeNode } from './inspect.js'
 import * as inspect from './inspect.js'
-import { tryLookup } from './lookup.js'
+import { type LockedRoot, lookupExisting, tryLookup } from './lookup.js'
 import * as mounts from './mount-ops.js'
 import type { SpecialNodeType } from './nodes.js'
 import * as removal from './remove-ops.js'
@@ -212,19 +212,29 @@ export class MemoryHost implements Host {
 
   /**
    * kubevol's lock on `rootDir`, modelled per host: one holder at a time, each given its own pid
-   * (from 1000 up) for the refusal to name. Nothing is written to the file tree.
+   * (from 1000 up) for the refusal to name. The directory is made when missing (no lock file is
+   * written). Held, it makes `rootDir` the host's root as the Host port says: the directory it leads
+   * to now (symlinks followed, once) stands for it, and every path strictly beneath it is resolved
+   * following no symlink, until `release()`. One root at a time: a lock on another directory takes
+   * the host's root over, and its release leaves none.
    */
   lockRoot(rootDir: string): Promise<RootLock> {
     return this.#call('lockRoot', [rootDir], rootDir, (): RootLock => {
       const holder = this.#rootLocks.get(rootDir)
       if (holder !== undefined) return { locked: false, holderPid: holder }
+      files.mkdir(this.#state, rootDir, { recursive: true, mode: 0o755 })
+      const found = lookupExisting(this.#state, rootDir, { follow: true, syscall: 'open' }).found
+      if (found.node.type !== 'directory') throw new HostError('ENOTDIR', 'open', rootDir, 'not a directory')
+      const root: LockedRoot = { path: joinPath(rootDir), mount: found.mount, node: found.node }
       const pid = 1000 + this.#lockHolders++
       this.#rootLocks.set(rootDir, pid)
+      this.#state.lockedRoot = root
       let held = true
       return {
         locked: true,
         release: async () => {
           if (held && this.#rootLocks.get(rootDir) === pid) this.#rootLocks.delete(rootDir)
+          if (held && this.#state.lockedRoot === root) this.#state.lockedRoot = null
           held = false
         },
       }
@@ -374,7 +384,7 @@ export class MemoryHost implements Host {
   /** The other mounts showing what `path` resolves to (see the Host port); none when it is missing. */
   mountReferences(path: string): Promise<readonly string[]> {
     return this.#call('mountReferences', [path], path, () => {
-      const found = tryLookup(this.#state.table, path, { follow: true, syscall: 'stat' })?.found
+      const found = tryLookup(this.#state, path, { follow: true, syscall: 'stat' })?.found
       return found ? this.#state.table.referencesOf(found.mount, found.node) : []
     })
   }

@@ -9,7 +9,7 @@ import { Filesystem } from './filesystem.js'
 import type { HostState } from './host-state.js'
 import { releaseAutoclearLoops } from './host-state.js'
 import type { Location } from './lookup.js'
-import { lookup, lookupExisting } from './lookup.js'
+import { beneathRootAt, lookup, lookupExisting } from './lookup.js'
 import type { Mount, MountInit, MountTable } from './mount-table.js'
 import { splitMountOptions } from './mount-table.js'
 import type { Inode } from './nodes.js'
@@ -25,7 +25,7 @@ function wantsReadOnly(request: MountRequest): boolean {
 
 function resolveTarget(state: HostState, request: MountRequest): Location {
   // The kernel follows symlinks in the target: the mount lands on the resolved path.
-  return lookupExisting(state.table, request.target, { follow: true, syscall: 'mount' }).found
+  return lookupExisting(state, request.target, { follow: true, syscall: 'mount' }).found
 }
 
 /** Mounts as mount(2) would. */
@@ -73,7 +73,7 @@ function deviceMount(
   base: Pick<MountInit, 'parent' | 'mountpoint' | 'flags' | 'readOnly' | 'propagation'>,
   superOptions: readonly string[],
 ): void {
-  const { node } = lookupExisting(state.table, request.source, { follow: true, syscall: 'mount' }).found
+  const { node } = lookupExisting(state, request.source, { follow: true, syscall: 'mount' }).found
   if (node.type !== 'block-device') throw new HostError('EINVAL', 'mount', request.source, 'not a block device')
   const device = state.devices.get(node.rdev)
   const image = device && imageOf(device)
@@ -114,7 +114,7 @@ function copySubmounts(table: MountTable, plans: readonly SubmountPlan[], parent
 }
 
 function bindMount(state: HostState, request: MountRequest, target: Location): void {
-  const source = lookupExisting(state.table, request.source, { follow: true, syscall: 'mount' }).found
+  const source = lookupExisting(state, request.source, { follow: true, syscall: 'mount' }).found
   if ((source.node.type === 'directory') !== (target.node.type === 'directory')) {
     throw new HostError('ENOTDIR', 'mount', request.target, 'source and target must both be directories or both not')
   }
@@ -154,7 +154,7 @@ function remount(state: HostState, request: MountRequest): void {
 function isMarkedBusy(state: HostState, mounted: Mount): boolean {
   for (const path of state.busy) {
     try {
-      const found = lookup(state.table, path, { follow: true, syscall: 'umount' }).found
+      const found = lookup({ table: state.table }, path, { follow: true, syscall: 'umount' }).found
       if (found?.mount === mounted && found.node === mounted.root) return true
     } catch (err) {
       if (!isHostError(err)) throw err
@@ -173,8 +173,9 @@ function detach(table: MountTable, mounted: Mount): void {
  * mount sits below it or a test marked it busy; `lazy` detaches it and everything below regardless.
  */
 export function unmount(state: HostState, target: string, options: UnmountOptions = {}): void {
-  const follow = options.noFollow === false
-  const found = lookupExisting(state.table, target, { follow, syscall: 'umount' }).found
+  // Beneath the locked root a symlink at `target` is never followed, whatever the options say.
+  const follow = options.noFollow === false && beneathRootAt(state, target) < 0
+  const found = lookupExisting(state, target, { follow, syscall: 'umount' }).found
   const mounted = found.mount
   if (found.node !== mounted.root) throw new HostError('EINVAL', 'umount', target, 'not mounted')
   if (!mounted.parent) throw new HostError('EBUSY', 'umount', target, 'target is busy')
@@ -185,8 +186,11 @@ export function unmount(state: HostState, target: string, options: UnmountOption
   releaseAutoclearLoops(state)
 }
 
-/** True when `path` (following symlinks) is the root of a mount. ENOENT when it does not exist. */
+/**
+ * True when `path` (following symlinks) is the root of a mount. ENOENT when it does not exist.
+ * Beneath the locked root a symlink as the last component is not followed: not a mount point.
+ */
 export function isMountPoint(state: HostState, path: string): boolean {
-  const found = lookupExisting(state.table, path, { follow: true, syscall: 'statx' }).found
+  const found = lookupExisting(state, path, { follow: beneathRootAt(state, path) < 0, syscall: 'statx' }).found
   return found.node === found.mount.root
 }

@@ -12,9 +12,9 @@ import { isWithin, subtree } from './nodes.js'
 
 /** rename(2): atomic; replaces a file, a symlink or an empty directory at `to`. */
 export function rename(state: HostState, from: string, to: string): void {
-  const src = lookup(state.table, from, { follow: false, syscall: 'rename' })
+  const src = lookup(state, from, { follow: false, syscall: 'rename' })
   if (!src.entry) throw new HostError('ENOENT', 'rename', from, 'no such file or directory')
-  const dst = lookup(state.table, to, { follow: false, syscall: 'rename' })
+  const dst = lookup(state, to, { follow: false, syscall: 'rename' })
   if (!src.parent || !dst.parent) throw new HostError('EBUSY', 'rename', from, 'device or resource busy')
   // The kernel checks the mount first: across mounts is EXDEV even for a mount point.
   if (src.parent.mount !== dst.parent.mount) throw new HostError('EXDEV', 'rename', from, `cannot move to ${to}: cross-device link`)
@@ -71,7 +71,7 @@ export function removeUnmounted(state: HostState, paths: readonly string[], unmo
 }
 
 function removeOne(state: HostState, path: string, breach: boolean): void {
-  const result = lookup(state.table, path, { follow: false, syscall: 'unlink' })
+  const result = lookup(state, path, { follow: false, syscall: 'unlink' })
   const syscall = result.entry?.type === 'directory' ? 'rmdir' : 'unlink'
   if (!result.entry) throw new HostError('ENOENT', syscall, path, 'no such file or directory')
   if (!result.parent) throw new HostError('EBUSY', syscall, path, 'device or resource busy')
@@ -94,7 +94,7 @@ function removeOne(state: HostState, path: string, breach: boolean): void {
 export function removeAll(state: HostState, path: string): void {
   let result: Lookup
   try {
-    result = lookup(state.table, path, { follow: false, syscall: 'unlinkat' })
+    result = lookup(state, path, { follow: false, syscall: 'unlinkat' })
   } catch (err) {
     if (isHostError(err, 'ENOENT')) return
     throw err

@@ -10,7 +10,7 @@ import { joinPath } from '@kubevol/core/host'
 import { chmod, mkdir, readlink, statPath, writeFile } from './file-ops.js'
 import type { HostState } from './host-state.js'
 import { mount } from './mount-ops.js'
-import { maxSymlinks } from './lookup.js'
+import { beneathRootAt, maxSymlinks, tryLookup } from './lookup.js'
 
 /** The canonical path of `path`: every symlink resolved, `.` and `..` folded. ENOENT when missing. */
 function realpath(state: HostState, path: string): string {
@@ -99,8 +99,18 @@ function noFollowWalk(state: HostState, base: string, resolved: string): void {
   }
 }
 
+/**
+ * Beneath the locked root `path` is opened with no symlink at any level, its last one included
+ * (ELOOP), as the Linux host opens the volume and the target from the root's descriptor.
+ */
+function refuseSymlinksBeneathRoot(state: HostState, path: string): void {
+  if (beneathRootAt(state, path) >= 0) tryLookup(state, path, { follow: true, syscall: 'openat' })
+}
+
 /** See the Host port's `SubPaths.bind`. */
 export function bindSubPath(state: HostState, volumePath: string, subPath: string, target: string, readOnly: boolean): void {
+  refuseSymlinksBeneathRoot(state, volumePath)
+  refuseSymlinksBeneathRoot(state, target)
   makeSubPathDirs(state, volumePath, subPath)
   const base = realpath(state, volumePath)
   const resolved = realpath(state, joinPath(volumePath, subPath))
