@@ -19,7 +19,7 @@ import type { DiskImage, FileNode } from './nodes.js'
 const bytesPerInode = 16384
 
 function deviceAt(state: HostState, path: string, syscall: string): BlockDevice {
-  const { node } = lookupExisting(state.table, path, { follow: true, syscall }).found
+  const { node } = lookupExisting(state, path, { follow: true, syscall }).found
   if (node.type !== 'block-device') throw new HostError('EINVAL', syscall, path, 'not a block device')
   const device = state.devices.get(node.rdev)
   if (!device) throw new HostError('ENXIO', syscall, path, 'no such device or address')
@@ -51,7 +51,7 @@ function newDeviceFilesystem(state: HostState, device: BlockDevice, fstype: stri
 /** Makes room for a device node at `path` (parents created) and returns a function that links it. */
 function deviceNodeSlot(state: HostState, path: string): (device: BlockDevice) => void {
   mkdir(state, dirname(path), { recursive: true })
-  const result = lookup(state.table, path, { follow: false, syscall: 'mknod' })
+  const result = lookup(state, path, { follow: false, syscall: 'mknod' })
   const parent = result.parent
   if (result.entry || !parent) throw new HostError('EEXIST', 'mknod', path, 'file exists')
   return (device) => parent.node.fs.link(parent.node, result.name, parent.node.fs.newDevice('block-device', device.rdev, 0o660))
@@ -76,7 +76,7 @@ export function addBlockDevice(state: HostState, path: string, sizeBytes: number
  */
 export function attachLoop(state: HostState, file: string, readOnly: boolean, regularFile = false): string {
   if (regularFile) refuseImagePath(state, file)
-  const { node } = lookupExisting(state.table, file, { follow: !regularFile, syscall: 'losetup' }).found
+  const { node } = lookupExisting(state, file, { follow: !regularFile, syscall: 'losetup' }).found
   if (regularFile && node.type !== 'file') throw new HostError('EINVAL', 'losetup', file, `not a regular file (a ${node.type})`)
   let backing: FileNode | BlockDevice
   if (node.type === 'file') backing = node
@@ -88,7 +88,7 @@ export function attachLoop(state: HostState, file: string, readOnly: boolean, re
   } else throw new HostError('EINVAL', 'losetup', file, 'not a regular file or block device')
   const loop = state.devices.freeLoop()
   mkdir(state, '/dev', { recursive: true })
-  if (!lookup(state.table, loop.path, { follow: false, syscall: 'losetup' }).entry) deviceNodeSlot(state, loop.path)(loop)
+  if (!lookup(state, loop.path, { follow: false, syscall: 'losetup' }).entry) deviceNodeSlot(state, loop.path)(loop)
   loop.loop = { backing, readOnly, autoclear: false, sequence: state.devices.nextSequence() }
   loop.sizeBytes = backingSize(loop.loop)
   return loop.path
@@ -99,7 +99,7 @@ function refuseImagePath(state: HostState, file: string): void {
   const parts = file.split('/').filter((part) => part !== '' && part !== '.')
   for (let i = 1; i <= parts.length; i++) {
     const prefix = `/${parts.slice(0, i).join('/')}`
-    const { entry } = lookup(state.table, prefix, { follow: false, syscall: 'openat2' })
+    const { entry } = lookup(state, prefix, { follow: false, syscall: 'openat2' })
     if (!entry) break
     if (entry.type === 'symlink') throw new HostError('ELOOP', 'openat2', file, `a symlink at some level of the path (${prefix}): a disk image is opened without following any symlink`)
   }
@@ -121,7 +121,7 @@ export function detachLoop(state: HostState, path: string): void {
 
 /** The loop devices backed by `file`, lowest first. */
 export function findLoops(state: HostState, file: string): string[] {
-  const { node } = lookupExisting(state.table, file, { follow: true, syscall: 'losetup' }).found
+  const { node } = lookupExisting(state, file, { follow: true, syscall: 'losetup' }).found
   const device = node.type === 'block-device' ? state.devices.get(node.rdev) : undefined
   return state.devices
     .attachedLoops()
@@ -204,7 +204,7 @@ export function resizeFilesystem(state: HostState, path: string, fstype: string,
   const fs = image.fs
   if (!fs || image.signature !== fstype) throw new HostError('EINVAL', 'resize', path, `no ${fstype} filesystem found`)
   if (mountPath !== undefined) {
-    const found = lookupExisting(state.table, mountPath, { follow: true, syscall: 'resize' }).found
+    const found = lookupExisting(state, mountPath, { follow: true, syscall: 'resize' }).found
     if (found.mount.fs !== fs) throw new HostError('EINVAL', 'resize', mountPath, `${path} is not mounted here`)
   }
   if (fs.usedBytes > device.sizeBytes) throw new HostError('ENOSPC', 'resize', path, 'data does not fit the new size')
@@ -214,7 +214,7 @@ export function resizeFilesystem(state: HostState, path: string, fstype: string,
 
 /** statfs(2) of the filesystem `path` is on. */
 export function statfs(state: HostState, path: string): FsStats {
-  const { fs } = lookupExisting(state.table, path, { follow: true, syscall: 'statfs' }).found.node
+  const { fs } = lookupExisting(state, path, { follow: true, syscall: 'statfs' }).found.node
   return {
     capacityBytes: fs.capacityBytes,
     availableBytes: Math.max(0, fs.capacityBytes - fs.usedBytes),
@@ -243,7 +243,7 @@ export function filesystemSize(state: HostState, path: string, fstype: string, m
   const fs = image.fs
   if (!fs || image.signature !== fstype) throw new HostError('EIO', 'size', path, `failed to read size of filesystem on ${path}: no ${fstype} filesystem found`)
   if (mountPath !== undefined && fstype === 'xfs') {
-    const found = lookupExisting(state.table, mountPath, { follow: true, syscall: 'xfs_io' }).found
+    const found = lookupExisting(state, mountPath, { follow: true, syscall: 'xfs_io' }).found
     if (found.node.fs !== fs) throw new HostError('EIO', 'xfs_io', path, `could not find block size of device ${path}`)
   }
   return { sizeBytes: Math.floor(fs.capacityBytes / fsBlockSize) * fsBlockSize, blockSize: fsBlockSize }
