@@ -12,12 +12,17 @@ import { filesContract } from './host-contract-files.js'
 import { fileStepsContract } from './host-contract-steps.js'
 import { ownershipContract, symlinksContract } from './host-contract-links.js'
 import { mountsContract } from './host-contract-mounts.js'
+import { type BeforeEachCall, rootContract } from './host-contract-root.js'
 import { type ContractContext, text } from './host-contract-support.js'
 
 export { expectHostError } from './host-contract-support.js'
+export type { BeforeEachCall } from './host-contract-root.js'
 
-/** Parts of the contract a host can be excused from where it runs (they are reported as skipped). */
-export type HostContractArea = 'files' | 'symlinks' | 'ownership' | 'mounts' | 'devices'
+/**
+ * Parts of the contract a host can be excused from where it runs (they are reported as skipped).
+ * `root` is the locked root's rule (a host without `lockRoot` skips it by itself).
+ */
+export type HostContractArea = 'files' | 'symlinks' | 'ownership' | 'mounts' | 'devices' | 'root'
 
 /** A host under test and the directory the suite may use. */
 export interface HostContractSetup {
@@ -26,11 +31,25 @@ export interface HostContractSetup {
   readonly root: string
   /** Runs after each test, once the suite has unmounted what it mounted under `root`. */
   readonly cleanup?: () => Promise<void>
+  /**
+   * Runs `hook` before each call the host makes from now on (the calls a composite call such as
+   * `fileSteps` makes of its steps included; the hook's own calls too, which it ignores) until the
+   * returned function is called: how the locked-root cases swap a level in the middle of a call.
+   * Left out where calls cannot be interleaved; the swap then races the call in a loop.
+   */
+  readonly beforeEachCall?: BeforeEachCall
 }
 
 export interface HostContractOptions {
   /** Areas to skip, e.g. `['mounts', 'devices']` for a host that is not running as root. @default [] */
   readonly skip?: readonly HostContractArea[]
+  /**
+   * The seed of the locked-root cases' random plans, to replay a failure (its message names the seed).
+   * @default a fresh one each run
+   */
+  readonly seed?: number
+  /** Random plans per member in the locked-root cases. @default 20 */
+  readonly rootRuns?: number
 }
 
 function isUnder(target: string, root: string): boolean {
@@ -97,5 +116,14 @@ export function runHostContract(name: string, setup: () => Promise<HostContractS
     describe.skipIf(skipped.has('mounts'))('mounts', () => mountsContract(contract))
 
     describe.skipIf(skipped.has('devices'))('loop devices and filesystems', () => devicesContract(contract))
+
+    describe.skipIf(skipped.has('root'))('the locked root', () =>
+      rootContract(contract, {
+        canMount: !skipped.has('mounts'),
+        runs: options.rootRuns ?? 20,
+        seed: options.seed ?? Math.floor(Math.random() * 2 ** 31),
+        beforeEachCall: () => ctx().beforeEachCall,
+      }),
+    )
   })
 }
