@@ -3,6 +3,7 @@ import type { MetricLabels, Pod, Volume } from '@kubevol/core'
 import { FILE_DISK_DRIVER, createBuiltinPlugins } from '@kubevol/core/plugins'
 import { buildClaim, buildPod, createFakeClock, createHarness } from '@kubevol/core/testing'
 import { describe, expect, it } from 'vitest'
+import { realPath } from './setup.js'
 
 describe('a pod with one volume of every type', () => {
   it('reaches mounted, refreshes what changes, and goes back to nothing', async () => {
@@ -52,7 +53,7 @@ describe('a pod with one volume of every type', () => {
     const pod: Pod = buildPod({ uid: 'every', name: 'every', volumes, devices: ['raw'] })
     await h.addPodAndWait(pod)
     expect([...h.manager.getMountedVolumesForPod('every').keys()].sort()).toEqual(volumes.map((v) => v.name).sort())
-    const read = async (path: string) => new TextDecoder().decode(await host.readFile(path))
+    const read = async (path: string) => new TextDecoder().decode(await host.readFile(await realPath(host, path)))
     const configDir = '/var/lib/kubevol/pods/every/volumes/kubernetes.io~configmap/config'
     expect(await read(`${configDir}/mode`)).toBe('fast')
 

@@ -6,7 +6,7 @@ import { createPaths, createPluginManager } from '@kubevol/core/engine'
 import { buildPod, createFakeClock, createMemoryObjectReader } from '@kubevol/core/testing'
 import { afterEach, describe, expect, it } from 'vitest'
 import { createConfigMapPlugin, createDownwardAPIPlugin, createProjectedPlugin, createSecretPlugin } from '@kubevol/core/plugins'
-import { podMounts, scenario } from './setup.js'
+import { podMounts, realPath, scenario } from './setup.js'
 
 const ROOT = '/var/lib/kubevol'
 const decoder = new TextDecoder()
@@ -40,7 +40,8 @@ afterEach(async () => {
 })
 
 type H = ReturnType<typeof start>
-const read = async (h: H, path: string) => decoder.decode(await h.host.readFile(path))
+// Through the volume's links, as the container reads it.
+const read = async (h: H, path: string) => decoder.decode(await h.host.readFile(await realPath(h.host, path)))
 const failedMount = (h: H) => h.events.filter((e) => e.reason === 'FailedMount').map((e) => e.message)
 /** What a container sees at the volume: user-visible names (no `..` entries). */
 const visibleNames = async (h: H, dir: string) => (await h.host.readdir(dir)).filter((n) => !n.startsWith('..'))
@@ -60,7 +61,7 @@ describe('configMap volumes', () => {
     await h.addPodAndWait(buildPod({ uid: 'a', volumes: [configMapVolume()] }))
     const dir = dirOf('configmap', 'cfg')
     expect(await read(h, `${dir}/app.yaml`)).toBe('port: 80')
-    expect([...(await h.host.readFile(`${dir}/logo`))]).toEqual([0, 1, 2])
+    expect([...(await h.host.readFile(await realPath(h.host, `${dir}/logo`)))]).toEqual([0, 1, 2])
     expect(podMounts(h.host)).toEqual([])
     expect(((await h.host.stat(dir))?.mode ?? 0) & 0o777).toBe(0o777)
   })
@@ -142,7 +143,7 @@ describe('secret volumes', () => {
     const mount = (await h.host.mounts()).find((m) => m.target === dir)
     expect(mount?.fstype).toBe('tmpfs')
     expect(await read(h, `${dir}/password`)).toBe('s3cr3t')
-    const info = await h.host.stat(`${dir}/password`)
+    const info = await h.host.stat(await realPath(h.host, `${dir}/password`))
     expect([info?.gid, info?.mode.toString(8)]).toEqual([2000, '440'])
 
     h.pods.deletePod('a')
@@ -255,7 +256,7 @@ describe('projected volumes', () => {
   it('restrict the token to 0600 (plus group read) when the pod has an fsGroup', async () => {
     const h = start()
     await h.addPodAndWait(projectedPod([{ serviceAccountToken: { path: 'token' } }], 3000))
-    const info = await h.host.stat(`${dirOf('projected', 'all')}/token`)
+    const info = await h.host.stat(await realPath(h.host, `${dirOf('projected', 'all')}/token`))
     expect([info?.gid, info?.mode.toString(8)]).toEqual([3000, '640'])
   })
 

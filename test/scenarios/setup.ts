@@ -32,3 +32,30 @@ export function watchCalls(host: ReturnType<typeof createMemoryHost>, see: (call
     }
   })
 }
+
+/**
+ * `path` with every symlink in it resolved, as a container's kernel follows the links of an
+ * AtomicWriter volume (`<key> -> ..data/<key>`, `..data -> ..<version>`): read with lstat and
+ * readlink, since the host, its root locked, follows no symlink beneath the root itself.
+ */
+export async function realPath(host: Pick<ReturnType<typeof createMemoryHost>, 'lstat' | 'readlink'>, path: string): Promise<string> {
+  const pending = path.split('/').filter((part) => part !== '' && part !== '.')
+  const done: string[] = []
+  for (let links = 0; pending.length > 0; ) {
+    const part = pending.shift() as string
+    if (part === '..') {
+      done.pop()
+      continue
+    }
+    const current = `/${[...done, part].join('/')}`
+    if ((await host.lstat(current))?.type !== 'symlink') {
+      done.push(part)
+      continue
+    }
+    if (++links > 40) throw new Error(`too many symlinks in ${path}`)
+    const target = await host.readlink(current)
+    if (target.startsWith('/')) done.length = 0
+    pending.unshift(...target.split('/').filter((p) => p !== '' && p !== '.'))
+  }
+  return `/${done.join('/')}`
+}

@@ -28,6 +28,13 @@ export interface HarnessOptions {
   readonly ready?: boolean
   readonly clock?: FakeClock
   readonly manager?: Partial<VolumeManagerOptions>
+  /**
+   * Take the host's root lock on `rootDir` first, as the agent does, so that the host enforces its
+   * root (no symlink followed beneath it, see the Host port). The lock is taken before any call the
+   * manager makes and never released: a later harness on the same host and root (a restart) finds it
+   * held and runs under it. @default true
+   */
+  readonly lockRoot?: boolean
 }
 
 export interface Harness {
@@ -58,13 +65,17 @@ export function createHarness(options: HarnessOptions): Harness {
   const plugin = createFakePlugin(options.fake)
   const events: VolumeEvent[] = []
   const operations: OperationRecord[] = []
+  const rootDir = options.rootDir ?? '/var/lib/kubevol'
+  // Not awaited: the host's calls settle in the order they are made, so the lock holds before the
+  // manager's first call; held by an earlier harness on the same host, that one's lock holds.
+  if (options.lockRoot ?? true) void options.host.lockRoot?.(rootDir).catch(() => undefined)
   const manager = createVolumeManager({
     host: options.host,
     plugins: [plugin, ...(options.plugins ?? [])],
     podSource: pods,
     objects,
     nodeName: 'node-1',
-    rootDir: options.rootDir ?? '/var/lib/kubevol',
+    rootDir,
     controllerAttachDetach: options.controllerAttachDetach ?? false,
     pollingCompat: options.pollingCompat ?? false,
     clock,
