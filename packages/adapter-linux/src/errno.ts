@@ -98,6 +98,8 @@ interface NodeSystemError {
   readonly syscall?: unknown
   /** Said before the errno's text (the I/O worker's refusal of a symlink beneath the root). */
   readonly detail?: unknown
+  /** The path the failure is about when it is not the call's (the I/O worker: a bind's source). */
+  readonly hostPath?: unknown
 }
 
 /**
@@ -113,7 +115,8 @@ export function toHostError(err: unknown, syscall: string, path: string): HostEr
     const errno = typeof e.errno === 'number' ? Math.abs(e.errno) : constants.errno[name as keyof typeof constants.errno]
     const message = errno === undefined ? name : errnoMessage(errno)
     const text = code === name ? message : `${name}: ${message}`
-    return new HostError(code, syscall, path, typeof e.detail === 'string' ? `${e.detail}: ${text}` : text, { cause: err })
+    const about = typeof e.hostPath === 'string' ? e.hostPath : path
+    return new HostError(code, syscall, about, typeof e.detail === 'string' ? `${e.detail}: ${text}` : text, { cause: err })
   }
   return new HostError('EIO', syscall, path, err instanceof Error ? err.message : String(err), { cause: err })
 }

@@ -127,6 +127,8 @@ export interface IoFailure {
   readonly message: string
   /** What the worker adds to the errno's text (a refused symlink beneath the root). */
   readonly detail?: string
+  /** The path the failure is about, when not the call's own (a bind's source). */
+  readonly hostPath?: string
 }
 
 /** Not started yet: the worker or the main thread may claim it. */
@@ -408,7 +410,15 @@ function writeAll(fd, data, position) {
 const calls = {
   lstat: (p) => orNull(() => inParent(p, (d, n) => fields(fs.lstatSync(at(d, n), { throwIfNoEntry: false })))),
   stat: (p) => orNull(() => onFile(p, O_PATH, 0, (_, fd) => fields(fd === undefined ? fs.statSync(p, { throwIfNoEntry: false }) : fs.fstatSync(fd)))),
-  mkdir: (p, mode) => inParent(p, (d, n) => { fs.mkdirSync(at(d, n), { mode }) }),
+  mkdir: (p, mode) => inParent(p, (d, n) => {
+    try {
+      fs.mkdirSync(at(d, n), { mode })
+    } catch (err) {
+      // Beneath the root a symlink in the way is refused as a symlink, not reported as a directory's name taken.
+      if (err.code === 'EEXIST' && d !== AT_FDCWD && fs.lstatSync(at(d, n)).isSymbolicLink()) throw rootError(Object.assign(err, { errno: -ELOOP }), beneath(p))
+      throw err
+    }
+  }),
   chmod: (p, mode) => onFile(p, O_PATH, 0, (target) => { fs.chmodSync(target, mode) }),
   mkdirp: (p, mode) => {
     const rel = beneath(p)
@@ -470,7 +480,20 @@ const calls = {
     return root[2] + '/' + rel
   },
   mount: (source, target, fstype, flags, data) =>
-    mountPath(target, (t) => (source !== null && beneath(source) !== undefined ? mountPath(source, (s) => result(libc().mount(s, t, fstype, flags, data))) : result(libc().mount(source, t, fstype, flags, data)))),
+    mountPath(target, (t) => {
+      if (source === null || beneath(source) === undefined) return result(libc().mount(source, t, fstype, flags, data))
+      let opened = false
+      try {
+        return mountPath(source, (s) => {
+          opened = true
+          return result(libc().mount(s, t, fstype, flags, data))
+        })
+      } catch (err) {
+        // The source could not be resolved: the error is about it, not about the target.
+        if (!opened) err.hostPath = source
+        throw err
+      }
+    }),
   // Beneath the root the last name is never followed, whatever the flags asked.
   umount2: (target, flags) => inParent(target, (d, n) => result(libc().umount2(at(d, n), d === AT_FDCWD ? flags : flags | UMOUNT_NOFOLLOW))),
   statx: (p, flags, mask) => inParent(p, (d, n) => {
@@ -536,7 +559,7 @@ const calls = {
   },
 }
 function failure(err) {
-  return { code: typeof err?.code === 'string' ? err.code : 'EIO', errno: err?.errno, syscall: err?.syscall, message: String(err?.message ?? err), detail: err?.detail }
+  return { code: typeof err?.code === 'string' ? err.code : 'EIO', errno: err?.errno, syscall: err?.syscall, message: String(err?.message ?? err), detail: err?.detail, hostPath: err?.hostPath }
 }
 // The common answers (nothing, null, a stat's numbers) kept without the serializer, which would
 // cost several microseconds each: a length below 0 says which (see readPlainAnswer). Returns the

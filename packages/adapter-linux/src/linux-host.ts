@@ -61,6 +61,8 @@ import type { Sys } from './sys.js'
 import { createSys } from './sys.js'
 
 const osErrno = osConstants.errno
+/** How a path beneath the root is resolved: from the root's descriptor, no symlink at any level. */
+const ROOT_RESOLVE = c.RESOLVE_BENEATH | c.RESOLVE_NO_SYMLINKS | c.RESOLVE_NO_MAGICLINKS
 const MOUNT_ROOT = BigInt(c.STATX_ATTR_MOUNT_ROOT)
 /**
  * How long a batch of calls may run on the I/O worker before the calls it has not started go to
@@ -647,7 +649,20 @@ export class LinuxHost implements Host {
 
   async #statfs(path: string): Promise<Partial<StatfsResult>> {
     const buf: Partial<StatfsResult> = {}
-    await this.#sys.call('statfs', path, (l) => l.statfs(path, buf))
+    const at = this.#beneathRoot(path)
+    if (at === undefined) {
+      await this.#sys.call('statfs', path, (l) => l.statfs(path, buf))
+      return buf
+    }
+    // Beneath the root: the path opened with no symlink at any level, then fstatfs(2) of that descriptor.
+    const fd = await this.#sys.call('statfs', path, (l) => l.openat2(at.rootFd, at.relative, c.O_PATH | c.O_CLOEXEC, 0, ROOT_RESOLVE)).catch((err: unknown) => {
+      throw isHostError(err, 'ELOOP') ? new HostError('ELOOP', 'statfs', path, 'refusing to follow a symlink beneath the root', { cause: err }) : err
+    })
+    try {
+      await this.#sys.call('statfs', path, (l) => l.fstatfs(fd, buf))
+    } finally {
+      this.#sys.libc().sync.close(fd)
+    }
     return buf
   }
 

@@ -90,8 +90,7 @@ describeAsRoot('safe subPath binds on the real kernel', () => {
   it.each([
     { case: 'a symlink planted mid-path to a directory outside', subPath: 'escape/made/here', link: (root: string) => `${root}/secret`, code: 'EACCES' as const },
     { case: 'a relative one', subPath: 'data/escape/made', link: () => '../../secret', code: 'EACCES' as const, at: ['data', 'escape'] },
-    // An absolute symlink leaves the volume by itself, dangling or not: refused before anything is made.
-    { case: 'a dangling symlink where a directory is to be made', subPath: 'escape/made', link: (root: string) => `${root}/secret/made`, code: 'EACCES' as const },
+    { case: 'a dangling symlink where a directory is to be made', subPath: 'escape/made', link: (root: string) => `${root}/secret/made`, code: 'EEXIST' as const },
     { case: 'a dangling relative symlink where a directory is to be made', subPath: 'escape/made', link: () => 'gone', code: 'EEXIST' as const },
   ])('refuses to create a missing sub path through $case: nothing made outside', async ({ subPath, link, code, at }) => {
     const { host, p } = await volume()

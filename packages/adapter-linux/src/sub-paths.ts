@@ -8,6 +8,7 @@
  * meanwhile. A missing sub path is made first. The descriptor found is bind-mounted through /proc/self/fd/<fd> onto a target the host
  * resolves beneath the root. A missing sub path is created first, as safely ({@link makeSubPathDirs}).
  */
+import { readlinkSync } from 'node:fs'
 import { chmod, mkdir, realpath } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import type { FileInfo, SubPaths } from '@kubevol/core'
@@ -15,6 +16,7 @@ import { HostError, isHostError } from '@kubevol/core'
 import { joinPath } from '@kubevol/core/host'
 import * as c from './constants.js'
 import { STATX_SIZE, readStatx } from './libc.js'
+import { isPathWithin } from './mountinfo.js'
 import type { Sys } from './sys.js'
 
 /** A descriptor opened beneath a directory and what it refers to. */
@@ -91,8 +93,13 @@ export interface SubPathDeps {
 async function openVolume(deps: SubPathDeps, volumePath: string): Promise<number> {
   const { sys } = deps
   const at = deps.beneathRoot(volumePath)
-  if (at) return sys.call('openat2', volumePath, (l) => l.openat2(at.rootFd, at.relative, O_PATH | c.O_DIRECTORY, 0, STRICT))
-  return sys.call('open', volumePath, (l) => l.open(volumePath, O_PATH | c.O_DIRECTORY, 0))
+  if (!at) return sys.call('open', volumePath, (l) => l.open(volumePath, O_PATH | c.O_DIRECTORY, 0))
+  try {
+    return await sys.call('openat2', volumePath, (l) => l.openat2(at.rootFd, at.relative, O_PATH | c.O_DIRECTORY, 0, STRICT))
+  } catch (err) {
+    if (!isHostError(err, 'ELOOP')) throw err
+    throw new HostError('ELOOP', 'openat2', volumePath, 'refusing to follow a symlink beneath the root (a level of the volume path is a symlink)', { cause: err })
+  }
 }
 
 /**
@@ -103,8 +110,19 @@ async function openInVolume(sys: Sys, volumeFd: number, relative: string, path: 
   try {
     return await sys.call('openat2', path, (l) => l.openat2(volumeFd, relative, flags, 0, IN_VOLUME))
   } catch (err) {
-    if (isHostError(err, 'EXDEV')) throw new HostError('EACCES', 'subpath', path, await outside(), { cause: err })
-    throw err
+    if (!isHostError(err, 'EXDEV')) throw err
+    // An absolute symlink is refused by RESOLVE_BENEATH even when it names a place inside the volume,
+    // which the kubelet allows: resolved by name, it must be within the volume, and is then opened
+    // with no symlink at all, so a swap since the resolution fails (ELOOP) instead of leading out.
+    const base = readlinkSync(`/proc/self/fd/${volumeFd}`)
+    const resolved = await realpath(path).catch((e: unknown) => e as NodeJS.ErrnoException)
+    if (typeof resolved !== 'string') {
+      if (resolved.code === 'ENOENT') throw new HostError('ENOENT', 'openat2', path, 'no such file or directory', { cause: err })
+    } else if (isPathWithin(resolved, base)) {
+      const inside = resolved === base ? '.' : resolved.slice(base.length + 1)
+      return sys.call('openat2', path, (l) => l.openat2(volumeFd, inside, flags, 0, STRICT))
+    }
+    throw new HostError('EACCES', 'subpath', path, await outside(), { cause: err })
   }
 }
 
