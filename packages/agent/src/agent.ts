@@ -153,7 +153,7 @@ async function composeServices(ctx: Context): Promise<Composition> {
   const { metrics, events, recorder } = observability(ctx)
   const sources = await modeSources(ctx, metrics)
   const api = sources.api
-  const csi = csiService(ctx, sources)
+  const csi = csiService(ctx, sources, host)
   const manager = new VolumeManagerService({ create: () => createManager(ctx, host, sources, csi.value, { metrics, recorder }), clock, logger, metrics, recorder, pods: sources.pods, nodeName: config.nodeName, stuckOperationMs: config.stuckOperationMs })
   const workers = podWorkersService(ctx, manager, sources, recorder)
   const nodeStatus = api ? nodeStatusService(api, { config, manager, logger, metrics }) : undefined
@@ -231,10 +231,10 @@ async function modeSources(ctx: Context, metrics: AgentMetrics): Promise<ModeSou
   return apiSources({ config, kube, clients, logger, clock, onRestart })
 }
 
-function csiService({ config, logger }: Context, sources: ModeSources) {
+function csiService({ config, logger }: Context, sources: ModeSources, host: Host) {
   const api = sources.api
   return defineService('csi-drivers', {
-    create: () => startCsi({ config, logger, ...(api ? { clients: api.clients, csiNode: api.kube } : {}) }),
+    create: () => startCsi({ config, logger, host, ...(api ? { clients: api.clients, csiNode: api.kube } : {}) }),
     stop: (csi) => csi.stop(),
   })
 }

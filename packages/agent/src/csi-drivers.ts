@@ -4,7 +4,7 @@
  * plugin-registration watcher on `pluginRegistrationDir` (`pluginRegistration`), and in API
  * mode this node's CSINode object and node ID annotation kept in step with the registry.
  */
-import { type Logger, errorMessage } from '@kubevol/core'
+import { type Host, type Logger, errorMessage } from '@kubevol/core'
 import { type CsiDriverRegistry, type CsiVolumePlugin, createCsiDriverRegistry, createCsiPlugin } from '@kubevol/core/plugins'
 import type { ResolvedAgentConfig } from './config/options.js'
 import type { CsiNodeUpdater, createCsiNodeUpdater, syncCsiNodeWithRegistry } from './kube/csi-node.js'
@@ -13,7 +13,7 @@ import type { KubeClients } from './kube/kube-client.js'
 /** What the agent uses of @kubevol/adapter-linux for CSI (loaded only when needed). */
 export interface CsiAdapter {
   registerStaticCsiDrivers(registry: CsiDriverRegistry, drivers: readonly { readonly name: string; readonly endpoint: string }[]): void
-  startPluginWatcher(options: { rootDir: string; dir?: string; registry: CsiDriverRegistry; logger?: Logger }): Promise<{ readonly dir: string; stop(): void }>
+  startPluginWatcher(options: { rootDir: string; dir?: string; registry: CsiDriverRegistry; logger?: Logger; host?: Pick<Host, 'mkdir' | 'readdir' | 'lstat'> }): Promise<{ readonly dir: string; stop(): void }>
 }
 
 /** CSI as the agent runs it. */
@@ -38,6 +38,8 @@ export interface StartCsiOptions {
   readonly csiNode?: { readonly createCsiNodeUpdater: typeof createCsiNodeUpdater; readonly syncCsiNodeWithRegistry: typeof syncCsiNodeWithRegistry }
   /** @default a dynamic import of @kubevol/adapter-linux */
   readonly loadAdapter?: () => Promise<CsiAdapter>
+  /** The agent's host: the registration directory is made and read through it (its root rule applies). @default node:fs */
+  readonly host?: Pick<Host, 'mkdir' | 'readdir' | 'lstat'>
 }
 
 /** Loads @kubevol/adapter-linux only when asked, so the agent runs where it is not installed. */
@@ -85,7 +87,8 @@ export async function startCsi(options: StartCsiOptions): Promise<AgentCsi> {
         logger.info('Registered CSI drivers from the configuration', { drivers: config.csiDrivers.map((d) => d.name) })
       }
       if (config.pluginRegistration) {
-        const watcher = await adapter.startPluginWatcher({ rootDir: config.rootDir, dir: config.pluginRegistrationDir, registry, logger })
+        // Through the agent's host: beneath the root, the registration directory is never reached through a symlink.
+        const watcher = await adapter.startPluginWatcher({ rootDir: config.rootDir, dir: config.pluginRegistrationDir, registry, logger, ...(options.host ? { host: options.host } : {}) })
         stops.push(() => watcher.stop())
         logger.info('Watching for CSI driver registrations', { dir: watcher.dir })
       }
