@@ -130,11 +130,14 @@ export interface LoopDeviceStatus {
 /** Loop devices: a file presented as a block device. */
 export interface LoopDevices {
   /**
-   * Attaches `file` to a free loop device and returns its path (`/dev/loop3`). A block device is
-   * opened exclusively (O_EXCL): EBUSY while it is mounted or held exclusively elsewhere. With
-   * `regularFile`, anything but a regular file is refused with EINVAL, and a symlink as the last
-   * component is not followed (ELOOP, or EINVAL when it names a device); the type is checked on the opened file, so a swap between a
-   * caller's check and the attach cannot slip a device in.
+   * Attaches `file` to a free loop device and returns its path (`/dev/loop3`); a file a loop device
+   * already serves gives that device. A block device is opened exclusively (O_EXCL): EBUSY while it
+   * is mounted or held exclusively elsewhere. With `regularFile` (a disk image) the path is opened
+   * once without following a symlink at any level (a symlinked directory, `/proc/self/...`: ELOOP);
+   * the opened file must be a regular file that stores data (anything else, a file of a kernel
+   * pseudo-filesystem such as `/proc/<pid>/mem` or sysfs included: EINVAL), and that same descriptor
+   * is what the loop device serves, so a swap between a caller's check and the attach cannot slip
+   * anything else in.
    */
   attach(file: string, options?: { readonly readOnly?: boolean; readonly regularFile?: boolean }): Promise<string>
   /** Detaches `device`. ENXIO when it is not attached. */
