@@ -11,7 +11,7 @@ import { mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, unlinkSync, 
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { type Entry, type Snapshot, entryOf, mountTable, snapshot } from './audit.js'
-import { type AgentProcess, runCli, startAgentProcess, until } from './processes.js'
+import { type AgentEntry, type AgentProcess, runCli, startAgentProcess, until } from './processes.js'
 
 /** What `/v1/pods/<uid>` answers, as far as the attacks read it. */
 interface PodView {
@@ -43,8 +43,12 @@ export interface HostileNode {
   readonly sentinel: string
   /** The running agent, if any. */
   agent: AgentProcess | undefined
-  /** Starts the agent (stopping none: call {@link stop} first). */
-  start(options?: { shutdownGraceMs?: number }): Promise<AgentProcess>
+  /**
+   * Starts the agent (stopping none: call {@link stop} first) through `entry` (default: the last one
+   * given, at first the agent's main), with `extra` flags (default: the last ones given). The
+   * teardown's restart uses the same entry and flags.
+   */
+  start(options?: { shutdownGraceMs?: number; entry?: AgentEntry; extra?: readonly string[] }): Promise<AgentProcess>
   /** SIGTERM, waits for the exit (SIGKILL after `timeoutMs`). */
   stop(timeoutMs?: number): Promise<void>
   /** Writes a manifest file (atomically: a temporary file renamed into place). */
@@ -141,6 +145,8 @@ export function createHostileNode(): NodeInternals {
         new Set(mountTable().map((m) => m.target)),
       ),
   }
+  let agentEntry: AgentEntry = 'agent'
+  let extra: readonly string[] = []
   const mountsUnder = (dir = root): string[] =>
     mountTable()
       .map((m) => m.target)
@@ -155,7 +161,9 @@ export function createHostileNode(): NodeInternals {
     agent: undefined,
     async start(options = {}) {
       internals.baseline ??= internals.outsideSnapshot()
-      node.agent = await startAgentProcess({ rootDir: root, manifestDir: manifests, ...(options.shutdownGraceMs !== undefined ? { shutdownGraceMs: options.shutdownGraceMs } : {}) })
+      agentEntry = options.entry ?? agentEntry
+      extra = options.extra ?? extra
+      node.agent = await startAgentProcess({ rootDir: root, manifestDir: manifests, entry: agentEntry, extra, ...(options.shutdownGraceMs !== undefined ? { shutdownGraceMs: options.shutdownGraceMs } : {}) })
       return node.agent
     },
     async stop(timeoutMs) {

@@ -1,7 +1,9 @@
 /**
- * The built programs the suite drives as real processes: the agent (`packages/agent/dist/main.js`)
- * and the CLI (`packages/cli/dist/main.js`). Real processes, because the attacks stop, restart,
- * SIGTERM and SIGKILL the agent and run `kubevol gc` beside it, as an operator would.
+ * The built programs the suite drives as real processes: the agent through each of its documented
+ * entry points (the agent's main `packages/agent/dist/main.js`, `kubevol run` through the CLI's bin
+ * `packages/cli/bin/kubevol.js`, and the image's entry, the bundle `packages/agent/dist/bundle/main.js`
+ * with the image's node flags), and the CLI (`kubevol gc`, ...). Real processes, because the attacks
+ * stop, restart, SIGTERM and SIGKILL the agent and run `kubevol gc` beside it, as an operator would.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
@@ -15,11 +17,13 @@ import { fileURLToPath } from 'node:url'
 const CHECKOUT = process.env.KUBEVOL_HOSTILE_BUILD || fileURLToPath(new URL('../../..', import.meta.url))
 const AGENT_MAIN = join(CHECKOUT, 'packages/agent/dist/main.js')
 const CLI_MAIN = join(CHECKOUT, 'packages/cli/dist/main.js')
+const CLI_BIN = join(CHECKOUT, 'packages/cli/bin/kubevol.js')
+const IMAGE_MAIN = join(CHECKOUT, 'packages/agent/dist/bundle/main.js')
 const LINUX_DIST = join(CHECKOUT, 'packages/adapter-linux/dist/index.js')
 
 /** Why the built programs cannot run, or undefined when they can. */
 export function notBuilt(): string | undefined {
-  const missing = [AGENT_MAIN, CLI_MAIN, LINUX_DIST].filter((f) => !existsSync(f))
+  const missing = [AGENT_MAIN, CLI_MAIN, CLI_BIN, IMAGE_MAIN, LINUX_DIST].filter((f) => !existsSync(f))
   return missing.length === 0 ? undefined : `not built (run npm run build): ${missing.join(', ')}`
 }
 
@@ -50,17 +54,60 @@ export interface AgentProcess {
   get<T = unknown>(path: string): Promise<T | undefined>
 }
 
+/**
+ * How the agent is started, each as its documentation says: `agent`, the agent's main
+ * (`node packages/agent/dist/main.js --mode=static --host=linux ...`); `cli`, `kubevol run` as the
+ * README documents it (`node packages/cli/bin/kubevol.js run --host linux --pod-manifest-path DIR
+ * --root-dir R ...`); `image`, the container image's ENTRYPOINT (deploy/Dockerfile: the bundle, with
+ * `--optimize-for-size --max-opt=0`).
+ */
+export type AgentEntry = 'agent' | 'cli' | 'image'
+
+export const AGENT_ENTRIES: readonly AgentEntry[] = ['agent', 'cli', 'image']
+
 export interface AgentFlags {
   readonly rootDir: string
   readonly manifestDir: string
   readonly shutdownGraceMs?: number
+  /** @default 'agent' */
+  readonly entry?: AgentEntry
   readonly extra?: readonly string[]
 }
 
-/** Starts the agent in static mode on the Linux host and resolves once it serves its endpoints. */
-export async function startAgentProcess(flags: AgentFlags): Promise<AgentProcess> {
-  const argv = [
-    AGENT_MAIN,
+/** The command line of `entry` (after `node`): the same options, each spelt as that entry documents them. */
+function entryArgv(flags: AgentFlags): string[] {
+  const common = [
+    '--file-check-frequency=200ms',
+    '--volume-stats-agg-period=0',
+    '--pod-sync-retry=200ms',
+    '--stuck-operation-threshold=2s',
+    `--shutdown-grace-period=${flags.shutdownGraceMs ?? 3_000}ms`,
+  ]
+  const plugins = flags.extra?.some((a) => a.startsWith('--plugin-registration=')) ? [] : ['--plugin-registration=false']
+  if (flags.entry === 'cli') {
+    return [
+      CLI_BIN,
+      'run',
+      '--host',
+      'linux',
+      '--pod-manifest-path',
+      flags.manifestDir,
+      '--root-dir',
+      flags.rootDir,
+      '--node-name',
+      'hostile-node',
+      '--port',
+      '0',
+      '--logging-format',
+      'json',
+      '-v',
+      '4',
+      ...common,
+      ...plugins,
+      ...(flags.extra ?? []),
+    ]
+  }
+  const agentFlags = [
     '--node-name=hostile-node',
     '--mode=static',
     '--host=linux',
@@ -69,14 +116,16 @@ export async function startAgentProcess(flags: AgentFlags): Promise<AgentProcess
     '--port=0',
     '--logging-format=json',
     '--v=4',
-    '--file-check-frequency=200ms',
-    '--volume-stats-agg-period=0',
-    '--pod-sync-retry=200ms',
-    '--stuck-operation-threshold=2s',
-    '--plugin-registration=false',
-    `--shutdown-grace-period=${flags.shutdownGraceMs ?? 3_000}ms`,
+    ...common,
+    ...plugins,
     ...(flags.extra ?? []),
   ]
+  return flags.entry === 'image' ? ['--optimize-for-size', '--max-opt=0', IMAGE_MAIN, ...agentFlags] : [AGENT_MAIN, ...agentFlags]
+}
+
+/** Starts the agent in static mode on the Linux host through `flags.entry` and resolves once it serves its endpoints. */
+export async function startAgentProcess(flags: AgentFlags): Promise<AgentProcess> {
+  const argv = entryArgv(flags)
   const child: ChildProcess = spawn(process.execPath, argv, { stdio: ['ignore', 'pipe', 'pipe'] })
   let out = ''
   child.stdout?.on('data', (chunk: Buffer) => (out += chunk.toString()))
@@ -92,7 +141,7 @@ export async function startAgentProcess(flags: AgentFlags): Promise<AgentProcess
   await until(
     'the agent to start',
     () => {
-      if (done) throw new Error(`the agent exited at start-up:\n${out.slice(-4000)}`)
+      if (done) throw new Error(`the agent (${flags.entry ?? 'agent'}) exited at start-up:\n${out.slice(-4000)}`)
       const line = out.split('\n').find((l) => l.includes('"kubevol agent started"'))
       if (line) url = (JSON.parse(line) as { url: string }).url
       return url !== ''
