@@ -11,13 +11,16 @@ import { brokenMounts } from './attacks/broken-mount.js'
 import { claimRef } from './attacks/claim-ref.js'
 import { craftedNames } from './attacks/crafted-names.js'
 import { craftedUIDs } from './attacks/crafted-uids.js'
+import { exchangeRace } from './attacks/exchange-race.js'
 import { gcRace } from './attacks/gc-race.js'
 import { hungFuse } from './attacks/hung-fuse.js'
 import { inUseDevice } from './attacks/in-use-device.js'
 import { missingTarget } from './attacks/missing-target.js'
+import { plantedSymlinks } from './attacks/planted-symlinks.js'
 import { sigtermStuck } from './attacks/sigterm-stuck.js'
 import { stackedBinds } from './attacks/stacked-binds.js'
 import { symlinkSwaps } from './attacks/symlink-swaps.js'
+import { symlinkedTrees } from './attacks/symlinked-trees.js'
 import { type HostileNode, type NodeInternals, createHostileNode } from './harness/node.js'
 import { notBuilt } from './harness/processes.js'
 import { RESULTS_FILE, writeResults } from './harness/results.js'
@@ -46,6 +49,10 @@ const ATTACKS = {
   'gc-race': gcRace,
   'missing-target': missingTarget,
   'broken-mount': brokenMounts,
+  // Issue 36: symlinks at every level of every path under R, through `kubevol run`.
+  'exchange-race': exchangeRace,
+  'planted-symlinks': plantedSymlinks,
+  'symlinked-trees': symlinkedTrees,
 }
 
 if (reason !== undefined && process.env.CI === 'true') {
