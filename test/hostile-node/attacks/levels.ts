@@ -90,7 +90,7 @@ export const slug = (template: string): string =>
     .replace(/[^A-Za-z0-9.-]+/g, '_')
 
 /** The ConfigMap every workload's `cfg` volume projects. */
-export const CONFIG_MAP_YAML = `${JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'cfg', namespace: 'default' }, data: { a: 'alpha\n', b: 'beta\n' } })}\n`
+const CONFIG_MAP_YAML = `${JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'cfg', namespace: 'default' }, data: { a: 'alpha\n', b: 'beta\n' } })}\n`
 
 const imageOf = (n: HostileNode, w: Workload): string => join(n.outside, 'images', `${w.uid}.img`)
 
@@ -152,7 +152,7 @@ export function workloadYaml(n: HostileNode, w: Workload): string {
 }
 
 /** How many volumes of the workload are mounted when it is set up. */
-export const volumeCount = (w: Workload): number => (w.disk ? 4 : 3)
+const volumeCount = (w: Workload): number => (w.disk ? 4 : 3)
 
 /**
  * A decoy for `template` outside R: a directory holding, below it, every deeper level of the

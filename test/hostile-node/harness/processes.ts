@@ -63,8 +63,6 @@ export interface AgentProcess {
  */
 export type AgentEntry = 'agent' | 'cli' | 'image'
 
-export const AGENT_ENTRIES: readonly AgentEntry[] = ['agent', 'cli', 'image']
-
 export interface AgentFlags {
   readonly rootDir: string
   readonly manifestDir: string
