@@ -44,4 +44,31 @@ describeAsRoot('linux host: system calls counted with strace', () => {
     expect(calls('umount2', mem[2] as string)).toBe(1)
     for (const path of [...disk, ...mem]) expect(await host.lstat(path)).toBeNull()
   })
+  it.skipIf(missing !== undefined)('beneath a locked root: one openat2 (the directory, no symlink at any level) and one statx a path, acts on names in that descriptor', async () => {
+    const { host, p } = h()
+    const lock = await host.lockRoot(p('root'))
+    if (!lock.locked) throw new Error('root not locked')
+    const r = (...parts: string[]) => p('root', ...parts)
+    await host.mkdir(r('disk', 'meta'), { recursive: true })
+    await host.mkdir(r('disk', 'vol'))
+    await host.writeFile(r('disk', 'meta', 'ready'), '')
+    await host.mkdir(r('mem', 'meta'), { recursive: true })
+    await host.mkdir(r('mem', 'vol'))
+    await host.writeFile(r('mem', 'meta', 'ready'), '')
+    await host.mount({ source: 'tmpfs', target: r('mem', 'vol'), fstype: 'tmpfs' })
+    await host.lstat(r('disk'))
+    const disk = [r('disk', 'meta', 'ready'), r('disk', 'meta'), r('disk', 'vol')]
+    const mem = [r('mem', 'meta', 'ready'), r('mem', 'meta'), r('mem', 'vol')]
+    const trace = await traceSelf('openat2,statx,unlink,rmdir,umount2')
+    await host.removeUnmounted?.(disk, { unmountLast: true })
+    await host.removeUnmounted?.(mem, { unmountLast: true })
+    const lines = await trace.stop()
+    const count = (name: string) => lines.filter((line) => line.includes(`${name}(`)).length
+    // Each path's directory opened from the root's descriptor, then one statx of its name in it.
+    expect(lines.filter((line) => line.includes('openat2(') && line.includes('RESOLVE_NO_SYMLINKS')).length).toBe(6)
+    expect(count('statx')).toBe(6)
+    expect([count('unlink'), count('rmdir'), count('umount2')]).toEqual([2, 4, 1])
+    for (const path of [...disk, ...mem]) expect(await host.lstat(path)).toBeNull()
+    await lock.release()
+  })
 })
