@@ -62,10 +62,15 @@ function createPod(name: string, volumes: Record<string, unknown>[] = VOLUMES): 
   return pod.metadata.uid as string
 }
 
-/** A file of a pod's volume as a container would read it (through the `..data` link). */
+/**
+ * A file of a pod's volume as a container would read it, through the `..data` link: the host never
+ * follows a link beneath its locked root, so the link is read and the version directory named.
+ */
 async function podFile(uid: string, plugin: string, volume: string, file: string): Promise<string | undefined> {
+  const dir = `/var/lib/kubevol/pods/${uid}/volumes/${plugin}/${volume}`
   try {
-    return Buffer.from(await host.readFile(`/var/lib/kubevol/pods/${uid}/volumes/${plugin}/${volume}/${file}`)).toString('utf8')
+    const version = await host.readlink(`${dir}/..data`)
+    return Buffer.from(await host.readFile(`${dir}/${version}/${file}`)).toString('utf8')
   } catch {
     return undefined
   }
