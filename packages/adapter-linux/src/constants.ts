@@ -43,12 +43,10 @@ export const O_RDONLY = 0
 export const O_RDWR = 2
 export const O_EXCL = 0o200
 export const O_DIRECTORY = 0o200000
-export const O_NOFOLLOW = 0o400000
 export const O_CLOEXEC = 0o2000000
 export const O_PATH = 0o10000000
 export const AT_SYMLINK_NOFOLLOW = 0x100
 // openat2(2) RESOLVE_* flags (linux/openat2.h)
-export const RESOLVE_NO_XDEV = 0x01
 export const RESOLVE_NO_MAGICLINKS = 0x02
 export const RESOLVE_NO_SYMLINKS = 0x04
 export const RESOLVE_BENEATH = 0x08

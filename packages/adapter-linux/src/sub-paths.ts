@@ -19,11 +19,8 @@ import { STATX_SIZE, readStatx } from './libc.js'
 import { isPathWithin } from './mountinfo.js'
 import type { Sys } from './sys.js'
 
-/** A descriptor opened beneath a directory and what it refers to. */
-export interface OpenedPath {
-  readonly fd: number
-  readonly type: 'directory' | 'file' | 'other'
-}
+/** What a descriptor opened beneath a directory refers to. */
+type OpenedType = 'directory' | 'file' | 'other'
 
 /** Where a path beneath the host's root is: the root's descriptor and the path relative to it. */
 export interface BeneathRoot {
@@ -36,7 +33,7 @@ const STRICT = c.RESOLVE_BENEATH | c.RESOLVE_NO_SYMLINKS | c.RESOLVE_NO_MAGICLIN
 const IN_VOLUME = c.RESOLVE_BENEATH | c.RESOLVE_NO_MAGICLINKS
 const O_PATH = c.O_PATH | c.O_CLOEXEC
 
-async function typeOf(sys: Sys, fd: number, path: string): Promise<OpenedPath['type']> {
+async function typeOf(sys: Sys, fd: number, path: string): Promise<OpenedType> {
   const buf = new Uint8Array(STATX_SIZE)
   await sys.call('statx', path, (l) => l.statx(fd, '', c.AT_EMPTY_PATH | c.AT_SYMLINK_NOFOLLOW, c.STATX_TYPE | c.STATX_MODE, buf))
   const mode = readStatx(buf).stx_mode & c.S_IFMT
