@@ -342,6 +342,36 @@ function rootError(err, rel) {
   const level = refusedLevel(rel)
   return fail(ELOOP, 'openat2', 'refusing to follow a symlink beneath the root', level ? 'refusing to follow a symlink beneath the root: ' + level + ' is a symlink' : 'refusing to follow a symlink beneath the root')
 }
+const MS_REMOUNT = 32
+const MS_PROPAGATION = (1 << 18) | (1 << 19) | (1 << 20) | (1 << 17)
+const MNT_DETACH = 2
+const STATX_MNT_ID = 0x1000
+const AT_EMPTY_PATH = 0x1000
+function mountIdOf(fd) {
+  const buf = new Uint8Array(256)
+  if (libc().statx(fd, '', AT_EMPTY_PATH, STATX_MNT_ID, buf) < 0) return undefined
+  const view = new DataView(buf.buffer)
+  return (view.getUint32(0, true) & STATX_MNT_ID) === 0 ? undefined : view.getBigUint64(144, true)
+}
+// A new mount made on the directory 'fd' opened at 'target' must be what 'target' names now: a
+// directory renamed aside (and a symlink put in its place) between the open and the mount would
+// leave the mount where kubevol never finds it again. The name is resolved again (no symlink at any
+// level); when it does not lead into a mount other than the one 'fd' is on, the new mount is undone
+// through the descriptor and the call fails.
+function landedWhereNamed(target, fd, flags) {
+  if ((flags & (MS_REMOUNT | MS_PROPAGATION)) !== 0) return
+  const before = mountIdOf(fd)
+  if (before === undefined) return
+  let now
+  try {
+    now = onFile(target, O_PATH, 0, (_, again) => mountIdOf(again))
+  } catch {
+    now = before
+  }
+  if (now !== before) return
+  result(libc().umount2('/proc/self/fd/' + fd, MNT_DETACH))
+  throw fail(EBUSY, 'mount', 'mount target moved', 'the mount target was moved or replaced while it was mounted; the mount was undone')
+}
 function mountPath(p, use) {
   return onFile(p, O_PATH, 0, use)
 }
@@ -480,13 +510,20 @@ const calls = {
     return root[2] + '/' + rel
   },
   mount: (source, target, fstype, flags, data) =>
-    mountPath(target, (t) => {
-      if (source === null || beneath(source) === undefined) return result(libc().mount(source, t, fstype, flags, data))
+    mountPath(target, (t, fd) => {
+      const made = () => {
+        const r = result(libc().mount(sourceName, t, fstype, flags, data))
+        if (r.ret >= 0 && fd !== undefined) landedWhereNamed(target, fd, flags)
+        return r
+      }
+      let sourceName = source
+      if (source === null || beneath(source) === undefined) return made()
       let opened = false
       try {
         return mountPath(source, (s) => {
           opened = true
-          return result(libc().mount(s, t, fstype, flags, data))
+          sourceName = s
+          return made()
         })
       } catch (err) {
         // The source could not be resolved: the error is about it, not about the target.

@@ -66,6 +66,15 @@ const OPERATIONS: readonly { readonly name: string; run(host: Host, path: string
   { name: 'subPath bind', run: (h, p) => h.subPaths?.bind(p, 'canary', `${p}-sub`) ?? Promise.resolve() },
 ]
 
+/** A process swapping two names with renameat2(RENAME_EXCHANGE) in a tight loop: argv a, b, milliseconds. */
+const EXCHANGER = `
+  const koffi = require(${JSON.stringify(createRequire(import.meta.url).resolve('koffi'))})
+  const renameat2 = koffi.load('libc.so.6').func('int renameat2(int, const char *, int, const char *, unsigned int)')
+  const [a, b] = process.argv.slice(1)
+  const end = Date.now() + Number(process.argv[3])
+  while (Date.now() < end) renameat2(-100, a, -100, b, 2)
+`
+
 describeAsRoot('the root the kernel enforces (Linux host)', () => {
   const h = useLinuxHost()
 
@@ -132,18 +141,10 @@ describeAsRoot('the root the kernel enforces (Linux host)', () => {
 
   it('a level swapped for a symlink in a tight loop while volumes are set up and torn down: nothing outside is touched', async () => {
     const { host, root, outside, before } = await node()
-    const script = `
-      const { renameSync } = require('node:fs')
-      const koffi = require(${JSON.stringify(createRequire(import.meta.url).resolve('koffi'))})
-      const renameat2 = koffi.load('libc.so.6').func('int renameat2(int, const char *, int, const char *, unsigned int)')
-      const [a, b] = process.argv.slice(1)
-      const end = Date.now() + Number(process.argv[3])
-      while (Date.now() < end) renameat2(-100, a, -100, b, 2)
-    `
     for (let depth = 0; depth < VOLUME.length; depth++) {
       const level = join(root, ...VOLUME.slice(0, depth + 1))
       symlinkSync(outside, `${level}.swap`)
-      const swapper = spawn(process.execPath, ['-e', script, level, `${level}.swap`, '400'], { stdio: 'ignore' })
+      const swapper = spawn(process.execPath, ['-e', EXCHANGER, level, `${level}.swap`, '400'], { stdio: 'ignore' })
       const done = new Promise((resolve) => swapper.on('exit', resolve))
       const volume = join(root, ...VOLUME)
       for (let i = 0; i < 40; i++) {
@@ -167,8 +168,32 @@ describeAsRoot('the root the kernel enforces (Linux host)', () => {
         renameSync(`${level}.tmp`, level)
       }
       rmSync(`${level}.swap`, { recursive: true, force: true })
+      // Once the swaps stop, what the host mounted is where it named it: nothing landed on a
+      // directory moved aside (the host undoes such a mount), so one unmount leaves nothing.
+      while (await host.isMountPoint(`${volume}-mem`).catch(() => false)) await host.unmount(`${volume}-mem`)
+      expect(readFileSync('/proc/self/mountinfo', 'utf8').split('\n').filter((line) => line.includes(` ${root}/`)), `mounts left at depth ${depth}`).toEqual([])
       expect(snapshot(outside), `swap at depth ${depth}`).toEqual(before)
       expect(readFileSync('/proc/self/mountinfo', 'utf8')).not.toContain(`${outside} `)
     }
   }, 120_000)
+
+  it('a mount target swapped for a symlink while it is mounted: the mount never stays where its name does not lead', async () => {
+    const { host, root, outside, before } = await node()
+    const target = join(root, 'pods', 'uid-1', 'volumes', 'kubernetes.io~empty-dir', 'mem')
+    await host.mkdir(target)
+    symlinkSync(outside, `${target}.swap`)
+    const swapper = spawn(process.execPath, ['-e', EXCHANGER, target, `${target}.swap`, '3000'], { stdio: 'ignore' })
+    const done = new Promise((resolve) => swapper.on('exit', resolve))
+    const refusals = new Set<string>()
+    for (let i = 0; i < 400; i++) {
+      await host.mount({ source: 'tmpfs', target, fstype: 'tmpfs' }).catch((err: HostError) => refusals.add(err.code))
+      await host.unmount(target).catch(() => undefined)
+    }
+    await done
+    // Whatever the swaps left, no tmpfs is mounted anywhere under the root once the name is unmounted.
+    while (await host.isMountPoint(target).catch(() => false)) await host.unmount(target)
+    expect(readFileSync('/proc/self/mountinfo', 'utf8').split('\n').filter((line) => line.includes(` ${root}/`))).toEqual([])
+    expect(snapshot(outside)).toEqual(before)
+    expect([...refusals].every((code) => ['ELOOP', 'EBUSY', 'EINVAL', 'ENOENT'].includes(code)), [...refusals].join()).toBe(true)
+  }, 60_000)
 })
