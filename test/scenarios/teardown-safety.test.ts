@@ -341,8 +341,8 @@ describe('a pod directory swapped for a symlink', () => {
     expect(await text(host, POD)).toBe('not a directory')
   })
 
-  it.each(['', 'volumes', EMPTY_DIR, 'plugins', 'volume-subpaths'])(
-    'while the agent runs (pods/a/%s): the tear-down refuses and removes nothing',
+  it.each(['', 'volumes', EMPTY_DIR, 'plugins'])(
+    'while the agent runs (pods/a/%s): the host refuses the symlink, the tear-down removes nothing',
     async (level) => {
       const host = createMemoryHost({ clock: createFakeClock() })
       await victim(host)
@@ -355,7 +355,25 @@ describe('a pod directory swapped for a symlink', () => {
       await h.manager.waitForIdle()
       await expectVictim(host)
       expect(h.manager.hasPossiblyMountedVolumesForPod('a')).toBe(true)
-      expect(lines.some((l) => l.includes(`refusing to tear down volume "cache"`) && l.includes(`${level ? `${POD}/${level}` : POD} is a symlink`))).toBe(true)
+      const refusal = `refusing to follow a symlink beneath the root: ${level ? `${POD}/${level}` : POD} is a symlink`
+      expect(lines.some((l) => l.includes('UnmountVolume.TearDown failed for volume') && l.includes(refusal)), lines.join('\n')).toBe(true)
     },
   )
+
+  it('while the agent runs (pods/a/volume-subpaths): no subPath of kubevol is reachable there, so the volume is torn down and the link left', async () => {
+    const host = createMemoryHost({ clock: createFakeClock() })
+    await victim(host)
+    const { logger, lines } = logged()
+    const h = startLogged(host, logger)
+    await h.addPodAndWait(cachePod())
+    await swap(host, 'volume-subpaths')
+    h.pods.deletePod('a')
+    await h.clock.advance(5_000)
+    await h.manager.waitForIdle()
+    await expectVictim(host)
+    expect(h.manager.hasPossiblyMountedVolumesForPod('a')).toBe(false)
+    expect(lines.some((l) => l.includes('subPath mounts not cleaned: a symlink beneath the root is not followed'))).toBe(true)
+    expect((await host.lstat(`${POD}/volume-subpaths`))?.type).toBe('symlink')
+    expect(await host.lstat(`${POD}/${EMPTY_DIR}/cache`)).toBeNull()
+  })
 })

@@ -5,7 +5,7 @@
  * tear-down repeat for every volume on the I/O worker (io-workers.ts), in batches; the rest on
  * libuv's threadpool.
  */
-import { readlinkSync } from 'node:fs'
+import { closeSync, openSync, readlinkSync } from 'node:fs'
 import { access, stat, writeFile } from 'node:fs/promises'
 import { constants as osConstants } from 'node:os'
 import { basename, dirname } from 'node:path'
@@ -21,6 +21,7 @@ import type {
   MountRequest,
   PathHolders,
   RemoveUnmountedOptions,
+  RootHandle,
   RootLock,
   SELinux,
   SubPaths,
@@ -490,20 +491,50 @@ export class LinuxHost implements Host {
     await this.mkdir(dir, { recursive: true, mode: 0o750 })
     const held = lockRoot(this.#sys.libc(), dir, process.pid)
     if (!('fd' in held)) return held
-    const real = readlinkSync(`/proc/self/fd/${held.fd}`)
-    const root: IoRoot = [dir === real ? [dir] : [dir, real], held.fd, real]
-    this.#root = root
-    this.#io.setRoot(root)
+    const root = this.#holdRoot(dir, held.fd)
     return {
       locked: true,
       release: async () => {
-        if (this.#root === root) {
-          this.#root = undefined
-          this.#io.setRoot(null)
-        }
+        this.#dropRoot(root)
         await held.lock.release()
       },
     }
+  }
+
+  /**
+   * Makes `rootDir` the root without the lock (the volume manager's run): opened once, as
+   * {@link LinuxHost.lockRoot} opens it. The root already held gives a handle that leaves it.
+   */
+  async openRoot(rootDir: string): Promise<RootHandle> {
+    const dir = normalPath(rootDir)
+    const current = this.#root
+    if (current?.[0].includes(dir)) return { close: async () => {} }
+    await this.mkdir(dir, { recursive: true, mode: 0o750 })
+    const fd = await this.#sys.fs('open', dir, () => Promise.resolve(openSync(dir, c.O_PATH | c.O_DIRECTORY | c.O_CLOEXEC)))
+    const root = this.#holdRoot(dir, fd)
+    let open = true
+    return {
+      close: async () => {
+        if (!open) return
+        open = false
+        this.#dropRoot(root)
+        closeSync(fd)
+      },
+    }
+  }
+
+  #holdRoot(dir: string, fd: number): IoRoot {
+    const real = readlinkSync(`/proc/self/fd/${fd}`)
+    const root: IoRoot = [dir === real ? [dir] : [dir, real], fd, real]
+    this.#root = root
+    this.#io.setRoot(root)
+    return root
+  }
+
+  #dropRoot(root: IoRoot): void {
+    if (this.#root !== root) return
+    this.#root = undefined
+    this.#io.setRoot(null)
   }
 
   /** True when `path` is strictly beneath the root (as the worker decides it; see {@link IoRoot}). */

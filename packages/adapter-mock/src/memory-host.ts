@@ -16,6 +16,7 @@ import type {
   SubPaths,
   MountRequest,
   PathHolders,
+  RootHandle,
   RootLock,
   RemoveUnmountedOptions,
   UnmountOptions,
@@ -218,14 +219,36 @@ export class MemoryHost implements Host {
    * following no symlink, until `release()`. One root at a time: a lock on another directory takes
    * the host's root over, and its release leaves none.
    */
+  /**
+   * Makes `rootDir` the root without the lock (the volume manager's run), as {@link MemoryHost.lockRoot}
+   * does; the root already held gives a handle that leaves it in place.
+   */
+  openRoot(rootDir: string): Promise<RootHandle> {
+    return this.#call('openRoot', [rootDir], rootDir, (): RootHandle => {
+      if (this.#state.lockedRoot?.path === joinPath(rootDir)) return { close: async () => {} }
+      const root = this.#findRoot(rootDir)
+      this.#state.lockedRoot = root
+      return {
+        close: async () => {
+          if (this.#state.lockedRoot === root) this.#state.lockedRoot = null
+        },
+      }
+    })
+  }
+
+  // The directory `rootDir` names now (made when missing; symlinks to it followed, this once).
+  #findRoot(rootDir: string): LockedRoot {
+    files.mkdir(this.#state, rootDir, { recursive: true, mode: 0o755 })
+    const found = lookupExisting(this.#state, rootDir, { follow: true, syscall: 'open' }).found
+    if (found.node.type !== 'directory') throw new HostError('ENOTDIR', 'open', rootDir, 'not a directory')
+    return { path: joinPath(rootDir), mount: found.mount, node: found.node }
+  }
+
   lockRoot(rootDir: string): Promise<RootLock> {
     return this.#call('lockRoot', [rootDir], rootDir, (): RootLock => {
       const holder = this.#rootLocks.get(rootDir)
       if (holder !== undefined) return { locked: false, holderPid: holder }
-      files.mkdir(this.#state, rootDir, { recursive: true, mode: 0o755 })
-      const found = lookupExisting(this.#state, rootDir, { follow: true, syscall: 'open' }).found
-      if (found.node.type !== 'directory') throw new HostError('ENOTDIR', 'open', rootDir, 'not a directory')
-      const root: LockedRoot = { path: joinPath(rootDir), mount: found.mount, node: found.node }
+      const root = this.#findRoot(rootDir)
       const pid = 1000 + this.#lockHolders++
       this.#rootLocks.set(rootDir, pid)
       this.#state.lockedRoot = root

@@ -89,6 +89,9 @@ function wrap<T extends object>(target: T, prefix: string, refused: ReadOnlyHost
       // Read on the host itself, not through the proxy: a getter may use private fields.
       const value = Reflect.get(obj, key)
       if (typeof key !== 'string') return value
+      // Absent here: holding the root may make its directory, and a read-only look changes nothing
+      // that the root rule would guard.
+      if (prefix === '' && key === 'openRoot') return undefined
       const name = `${prefix}${key}`
       if (typeof value === 'function') {
         if (!READING_HOST_METHODS.includes(name)) {

@@ -51,6 +51,7 @@ export type {
   MountRequest,
   PathHolders,
   RemoveUnmountedOptions,
+  RootHandle,
   RootLock,
   SELinux,
   SubPaths,

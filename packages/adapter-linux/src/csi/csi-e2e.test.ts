@@ -4,7 +4,7 @@
  * down; a raw block volume on a loop device mapped into a pod and unmapped; and kubevol killed in
  * the middle of NodeStageVolume, then started again, for both.
  */
-import { closeSync, openSync, readFileSync, readSync, statSync, writeSync } from 'node:fs'
+import { closeSync, openSync, readFileSync, readSync, renameSync, rmSync, statSync, symlinkSync, writeSync } from 'node:fs'
 import { createVolumeManager, type Pod } from '@kubevol/core'
 import { createCsiDriverRegistry, createCsiPlugin } from '@kubevol/core/plugins'
 import { sha256Hex } from '@kubevol/core/testing'
@@ -121,7 +121,7 @@ describeAsRoot('the volume manager with a gRPC CSI driver on the Linux host', ()
 
   // vol_data.json is read while the pod's directories are checked; a level swapped for a symlink
   // stops the tear-down before NodeUnpublishVolume, on the kernel, and nothing outside the root moves.
-  it('a pod directory level swapped for a symlink: no NodeUnpublishVolume, nothing unmounted, the canary kept; the tear-down goes on once it is gone', async () => {
+  it('the pod directory level a target goes through swapped for a symlink: no NodeUnpublishVolume, nothing unmounted, the canary kept; the tear-down goes on once it is put back', async () => {
     const calls: string[] = []
     const w = world((method) => {
       calls.push(method)
@@ -134,14 +134,20 @@ describeAsRoot('the volume manager with a gRPC CSI driver on the Linux host', ()
     await w.host.mkdir(w.p('outside/kubernetes.io~csi/pv-data'), { recursive: true })
     await w.host.writeFile(w.p('outside/kubernetes.io~csi/pv-data/vol_data.json'), JSON.stringify({ driverName: DRIVER, volumeHandle: 'victim' }))
     await w.host.writeFile(w.p('outside/canary'), 'canary')
-    await w.host.symlink(w.p('outside'), `${w.root}/pods/e2e/plugins`)
+    // The level the target's path goes through: moved aside (its mount moves with it), a link to
+    // the outside tree in its place. The driver acts on the names it is given: the host's refusal to
+    // read vol_data.json through the link stops the tear-down before the driver is called.
+    const volumes = `${w.root}/pods/e2e/volumes`
+    renameSync(volumes, `${volumes}-moved`)
+    symlinkSync(w.p('outside'), volumes)
     w.pods.deletePod('e2e')
     await new Promise((r) => setTimeout(r, 1_000))
     expect(calls).not.toContain('NodeUnpublishVolume')
-    expect(kernelMounts(w.root)).toEqual([w.staging, w.target].sort())
+    expect(kernelMounts(w.root)).toEqual([w.staging, w.target.replace(volumes, `${volumes}-moved`)].sort())
     expect(readFileSync(w.p('outside/canary'), 'utf8')).toBe('canary')
     expect(readFileSync(w.p('outside/kubernetes.io~csi/pv-data/vol_data.json'), 'utf8')).toContain('victim')
-    await w.host.remove(`${w.root}/pods/e2e/plugins`)
+    rmSync(volumes)
+    renameSync(`${volumes}-moved`, volumes)
     await k.m.waitForUnmount(w.pod, { timeoutMs: 30_000 })
     await until(() => kernelMounts(w.root).length === 0)
     expect(calls.filter((m) => m === 'NodeUnpublishVolume')).toHaveLength(1)

@@ -221,6 +221,11 @@ export type RootLock =
   | { readonly locked: true; release(): Promise<void> }
   | { readonly locked: false; readonly holderPid?: number }
 
+/** What {@link Host.openRoot} gives: the root held until `close()`. */
+export interface RootHandle {
+  close(): Promise<void>
+}
+
 /** SELinux on the host. */
 export interface SELinux {
   /** True when the host enforces or permits SELinux labels (mount `context=` options apply). */
@@ -360,6 +365,15 @@ export interface Host {
    * release (the Linux host holds it open), whatever is renamed or linked at its name later.
    */
   lockRoot?(rootDir: string): Promise<RootLock>
+  /**
+   * Makes `rootDir` the host's root, as a held {@link Host.lockRoot} does, without taking the lock:
+   * the volume manager does it for the whole of its `run()`, so the rule holds for an embedder that
+   * takes no lock too. The directory is made when missing. Asking for the root the host already has
+   * (locked or opened) gives a handle whose `close()` leaves it in place; otherwise `close()` ends it.
+   * A host with this member enforces the rule, so the engine makes no checks of its own on the names
+   * beneath the root before it acts.
+   */
+  openRoot?(rootDir: string): Promise<RootHandle>
   /** Sets the size of a regular file (extends sparsely or cuts). Present where disk images can grow. */
   truncate?(path: string, size: number): Promise<void>
   /** Filesystem usage of the filesystem `path` is on. */

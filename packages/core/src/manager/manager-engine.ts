@@ -13,6 +13,7 @@ import { ActualStateOfWorld } from '../cache/actual-state.js'
 import { DesiredStateOfWorld } from '../cache/desired-state.js'
 import { type Clock, systemClock, yieldToEventLoop } from '../clock.js'
 import { ConfigError, WaitError, errorMessage } from '../errors.js'
+import type { RootHandle } from '../host/host.js'
 import { type Logger, type Recorder, silentLogger, silentMetrics, silentRecorder } from '../observability.js'
 import type { OperationContext } from '../operations/context.js'
 import { OperationExecutor } from '../operations/operation-executor.js'
@@ -146,7 +147,11 @@ export class ManagerEngine implements VolumeManager {
     })
     const unsubscribe: (() => void)[] = []
     const { host, objects } = this.#o
+    // The root held for the whole run: beneath it the host resolves no symlink at any level, so
+    // nothing below is reached through one, whether or not the caller took kubevol's lock.
+    let root: RootHandle | undefined
     try {
+      root = await host.openRoot?.(this.paths.root)
       const seLinux = (await host.selinux?.enabled().catch(() => false)) ?? false
       this.desiredState.setSELinuxEnabled(seLinux)
       this.actualState.setSELinuxEnabled(seLinux)
@@ -176,6 +181,7 @@ export class ManagerEngine implements VolumeManager {
       for (const off of unsubscribe) off()
       // Outcome records are written without waiting for them: once run() returns, none is left.
       await this.#ctx.journal?.flush()
+      await root?.close()
     }
   }
 

@@ -290,23 +290,29 @@ export function generateUnmountVolume(ctx: OperationContext, mv: MountedVolume):
     name: 'volume_unmount',
     pluginName: mv.pluginName,
     run: async () => {
-      // Every path below is built through the pod's directories: one swapped for a symlink since
-      // set-up would lead the subPath clean and the tear-down elsewhere. Nothing is touched then.
-      // The plugin's reads that change nothing (CSI's vol_data.json) start with the check.
+      // Every path below is built through the pod's directories. A host that holds the root
+      // (openRoot: the manager's run holds it) never follows a symlink beneath it, so a directory
+      // swapped for one since set-up fails the call that meets it, nothing removed through it. A
+      // host without it is checked by name first: nothing is touched when a level is not a real
+      // directory. The plugin's reads that change nothing (CSI's vol_data.json) start with the check.
       const tearDownStep = tearDown.prepareTearDown?.() ?? (() => tearDown.tearDown())
-      let chain: { readonly subPathsMissing: boolean }
-      try {
-        chain = await assertTearDownChain(ctx.host, ctx.paths, { podUID: mv.podUID, pluginName: mv.pluginName, block: false, volumeName: mv.innerVolumeSpecName })
-      } catch (err) {
-        throw stepFailed('UnmountVolume.TearDown failed', subject, err)
+      let subPathsMissing = false
+      if (!ctx.host.openRoot) {
+        try {
+          ;({ subPathsMissing } = await assertTearDownChain(ctx.host, ctx.paths, { podUID: mv.podUID, pluginName: mv.pluginName, block: false, volumeName: mv.innerVolumeSpecName }))
+        } catch (err) {
+          throw stepFailed('UnmountVolume.TearDown failed', subject, err)
+        }
       }
-      // The check looked at the pod's volume-subpaths: without it there is nothing to clean (the
-      // usual pod), and no call is made for it.
-      if (!chain.subPathsMissing) {
+      // Without the pod's volume-subpaths (the usual pod, as the check saw it) nothing is cleaned.
+      if (!subPathsMissing) {
         try {
           await cleanSubPaths(ctx, ctx.paths.podSubPathsDir(mv.podUID, mv.innerVolumeSpecName))
         } catch (err) {
-          throw stepFailed('error cleaning subPath mounts', subject, err)
+          // A symlink where the pod's volume-subpaths belongs: the host refused to follow it, so no
+          // subPath bind of kubevol's is reachable there. The volume itself is torn down.
+          if (!ctx.host.openRoot || !isHostError(err, 'ELOOP')) throw stepFailed('error cleaning subPath mounts', subject, err)
+          ctx.logger.warn('subPath mounts not cleaned: a symlink beneath the root is not followed', { volume: mv.volumeName, pod: mv.podName, err: errorMessage(err) })
         }
       }
       try {
