@@ -11,6 +11,7 @@ import { afterEach, describe, expect, it } from 'vitest'
 import { scenario } from './setup.js'
 
 const MiB = 2 ** 20
+const ROOT = '/var/lib/kubevol'
 
 let current: ReturnType<typeof scenario> | undefined
 afterEach(async () => {
@@ -116,4 +117,26 @@ describe('fileDisk: a pod deleted while its disk is formatted', () => {
     expect(await attachedLoops(h, '/images/slow.img')).toEqual([])
     expect(h.host.mountTargets()).toEqual([])
   })
+})
+
+describe('fileDisk: its global mount path refused (issue 36)', () => {
+  it.each(['plugins/kubevol.io/file-disk/mounts', 'plugins/kubevol.io/file-disk/mounts/pv-held'])(
+    'a symlink at %s: nothing mounted through it, and the loop device the device step attached is detached again',
+    async (level) => {
+      const h = start({ held: { image: '/images/held.img', capacity: '64Mi' } })
+      h.host.allocateFile('/images/held.img', 64 * MiB)
+      await h.host.mkdir('/outside', { recursive: true })
+      await h.host.mkdir(`${ROOT}/${level.slice(0, level.lastIndexOf('/'))}`, { recursive: true })
+      await h.host.symlink('/outside', `${ROOT}/${level}`)
+      h.start()
+      h.pods.setPod(podOf('held'))
+      await h.advanceUntil(() => warning(h, 'held').includes('symlink'))
+      h.pods.deletePod('uid-held')
+      await h.advanceUntil(() => h.manager.actualState.getAttachedVolume(`kubernetes.io/csi/${FILE_DISK_DRIVER}^/images/held.img`) === undefined)
+      await h.manager.waitForIdle()
+      expect(await attachedLoops(h, '/images/held.img')).toEqual([])
+      expect(h.host.mountTargets()).toEqual([])
+      expect(await h.host.readdir('/outside')).toEqual([])
+    },
+  )
 })

@@ -435,7 +435,8 @@ export function generateUnmountDevice(ctx: OperationContext, av: AttachedVolume)
  * prove that nothing is mounted: an earlier attempt that ended uncertain, or a step of this one
  * before it failed, may have left `path` mounted. A mount point stays possibly mounted (uncertain),
  * so that it is torn down once no pod wants it instead of leaking. A missing `path` is not mounted
- * (final); a check that fails otherwise (EIO, a broken mount) cannot say, so it is uncertain.
+ * (final), and so is one the host refuses to reach through a symlink beneath its root; a check
+ * that fails otherwise (EIO, a broken mount) cannot say, so it is uncertain.
  */
 async function failureKindAt(ctx: OperationContext, path: string, err: unknown): Promise<FailureKind> {
   const kind = failureKind(err)
@@ -443,6 +444,8 @@ async function failureKindAt(ctx: OperationContext, path: string, err: unknown):
   try {
     return (await ctx.host.isMountPoint(path)) ? 'uncertain' : 'final'
   } catch (checkErr) {
-    return isHostError(checkErr, 'ENOENT') ? 'final' : 'uncertain'
+    // Missing: not mounted. A symlink on the way, under a host that holds the root (which mounts
+    // nothing through one): nothing of kubevol's can be mounted at that name either.
+    return isHostError(checkErr, 'ENOENT') || (ctx.host.openRoot !== undefined && isHostError(checkErr, 'ELOOP')) ? 'final' : 'uncertain'
   }
 }
