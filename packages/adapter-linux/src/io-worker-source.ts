@@ -283,12 +283,47 @@ function inParent(p, use) {
   const name = slash < 0 ? rel : rel.slice(slash + 1)
   if (name === '..' || name === '.' || name === '') throw fail(EINVAL, 'openat2', 'not a name beneath the root')
   if (slash < 0) return use(root[1], name)
-  const dirfd = openBeneath(root[1], rel.slice(0, slash), O_PATH | O_DIRECTORY, 0)
-  try {
-    return use(dirfd, name)
-  } finally {
-    lib.close(dirfd)
+  return use(directory(rel.slice(0, slash)), name)
+}
+// The directories opened beneath the root during this batch, by path relative to it: the calls of a
+// batch share their directories (a pod's volumes, a volume's marker and directory), each opened once.
+// An entry goes when kubevol removes, renames, mounts on or unmounts it or a directory above it
+// (forget), and all of them when the batch ends. A directory someone else renames meanwhile keeps its
+// descriptor, as within any one call: the act lands in that very directory, never through a link.
+// A directory found missing is kept as null (a pod's volumes ask for the same missing
+// volume-subpaths) until a call that may make a directory (forgetMissing).
+const directories = new Map()
+function directory(rel) {
+  let fd = directories.get(rel)
+  if (fd === null) throw fail(ENOENT, 'openat2', 'no such file or directory')
+  if (fd === undefined) {
+    try {
+      fd = openBeneath(root[1], rel, O_PATH | O_DIRECTORY, 0)
+    } catch (err) {
+      if (err.code === 'ENOENT') directories.set(rel, null)
+      throw err
+    }
+    directories.set(rel, fd)
   }
+  return fd
+}
+function forget(p) {
+  if (directories.size === 0) return
+  const rel = beneath(p)
+  if (rel === undefined) return
+  for (const [key, fd] of directories) {
+    if (key === rel || (key.length > rel.length && key.charCodeAt(rel.length) === 47 && key.startsWith(rel))) {
+      if (fd !== null) lib.close(fd)
+      directories.delete(key)
+    }
+  }
+}
+function forgetMissing() {
+  for (const [key, fd] of directories) if (fd === null) directories.delete(key)
+}
+function forgetAll() {
+  for (const fd of directories.values()) if (fd !== null) lib.close(fd)
+  directories.clear()
 }
 // The name a node:fs or libc call takes for 'name' in 'dirfd': through the descriptor's magic link.
 function at(dirfd, name) {
@@ -443,6 +478,7 @@ const calls = {
   mkdir: (p, mode) => inParent(p, (d, n) => {
     try {
       fs.mkdirSync(at(d, n), { mode })
+      forgetMissing()
     } catch (err) {
       // Beneath the root a symlink in the way is refused as a symlink, not reported as a directory's name taken.
       if (err.code === 'EEXIST' && d !== AT_FDCWD && fs.lstatSync(at(d, n)).isSymbolicLink()) throw rootError(Object.assign(err, { errno: -ELOOP }), beneath(p))
@@ -452,9 +488,15 @@ const calls = {
   chmod: (p, mode) => onFile(p, O_PATH, 0, (target) => { fs.chmodSync(target, mode) }),
   mkdirp: (p, mode) => {
     const rel = beneath(p)
-    return rel === undefined ? fs.mkdirSync(p, { mode, recursive: true }) !== undefined : mkdirBeneath(rel, mode)
+    if (rel === undefined) return fs.mkdirSync(p, { mode, recursive: true }) !== undefined
+    // What this batch found missing may be there now.
+    forgetMissing()
+    return mkdirBeneath(rel, mode)
   },
-  rmdir: (p) => inParent(p, (d, n) => { fs.rmdirSync(at(d, n)) }),
+  rmdir: (p) => {
+    inParent(p, (d, n) => { fs.rmdirSync(at(d, n)) })
+    forget(p)
+  },
   unlink: (p) => inParent(p, (d, n) => { fs.unlinkSync(at(d, n)) }),
   remove: (p) => inParent(p, (d, n) => {
     try {
@@ -462,6 +504,7 @@ const calls = {
     } catch (err) {
       if (err.code !== 'EISDIR') throw err
       fs.rmdirSync(at(d, n))
+      forget(p)
     }
   }),
   readFile: (p, utf8) => onFile(p, 0, 0, (_, fd) => fs.readFileSync(fd ?? p, utf8 ? 'utf8' : undefined)),
@@ -498,8 +541,16 @@ const calls = {
       if (opened === undefined) fs.closeSync(fd)
     }
   }),
-  rename: (from, to) => inParent(from, (d1, n1) => inParent(to, (d2, n2) => { fs.renameSync(at(d1, n1), at(d2, n2)) })),
-  symlink: (target, p) => inParent(p, (d, n) => { fs.symlinkSync(target, at(d, n)) }),
+  rename: (from, to) => {
+    inParent(from, (d1, n1) => inParent(to, (d2, n2) => { fs.renameSync(at(d1, n1), at(d2, n2)) }))
+    forget(from)
+    forget(to)
+    forgetMissing()
+  },
+  symlink: (target, p) => inParent(p, (d, n) => {
+    fs.symlinkSync(target, at(d, n))
+    forgetMissing()
+  }),
   readlink: (p) => inParent(p, (d, n) => fs.readlinkSync(at(d, n))),
   lchown: (p, uid, gid) => inParent(p, (d, n) => { fs.lchownSync(at(d, n), uid, gid) }),
   // The path with every symlink resolved; beneath the root a path that opens with none is its own answer.
@@ -509,8 +560,10 @@ const calls = {
     onFile(p, O_PATH, 0, () => undefined)
     return root[2] + '/' + rel
   },
-  mount: (source, target, fstype, flags, data) =>
-    mountPath(target, (t, fd) => {
+  mount: (source, target, fstype, flags, data) => {
+    // A directory kept from before is the one below the new mount: gone from the batch's list.
+    forget(target)
+    return mountPath(target, (t, fd) => {
       const made = () => {
         const r = result(libc().mount(sourceName, t, fstype, flags, data))
         if (r.ret >= 0 && fd !== undefined) landedWhereNamed(target, fd, flags)
@@ -530,9 +583,13 @@ const calls = {
         if (!opened) err.hostPath = source
         throw err
       }
-    }),
+    })
+  },
   // Beneath the root the last name is never followed, whatever the flags asked.
-  umount2: (target, flags) => inParent(target, (d, n) => result(libc().umount2(at(d, n), d === AT_FDCWD ? flags : flags | UMOUNT_NOFOLLOW))),
+  umount2: (target, flags) => {
+    forget(target)
+    return inParent(target, (d, n) => result(libc().umount2(at(d, n), d === AT_FDCWD ? flags : flags | UMOUNT_NOFOLLOW)))
+  },
   statx: (p, flags, mask) => inParent(p, (d, n) => {
     const buf = new Uint8Array(256)
     const r = result(libc().statx(d, n, flags, mask, buf))
@@ -550,6 +607,8 @@ const calls = {
         // The directory holding it is gone: so is it.
         if (err.code === 'ENOENT') continue
         return [i, Math.abs(err.errno ?? -EIO), err.syscall ?? 'openat2', err.detail]
+      } finally {
+        forget(paths[i])
       }
       if (stop !== undefined) return [i, ...stop]
     }
@@ -680,6 +739,7 @@ parentPort.on('message', ({ id, ops, claims, spans, startedAt, root: rootOfBatch
       sent = performance.now()
     }
   }
+  forgetAll()
   parentPort.postMessage([id, from, answers, true])
 })
 `

@@ -196,4 +196,26 @@ describeAsRoot('the root the kernel enforces (Linux host)', () => {
     expect(snapshot(outside)).toEqual(before)
     expect([...refusals].every((code) => ['ELOOP', 'EBUSY', 'EINVAL', 'ENOENT'].includes(code)), [...refusals].join()).toBe(true)
   }, 60_000)
+
+  it('the calls of one batch share the directories they open, and none goes stale when kubevol removes or makes one', async () => {
+    const { host, root } = await node()
+    const r = (...parts: string[]) => join(root, ...parts)
+    // Asked in one turn: one batch on the I/O worker, in this order.
+    const answers = await Promise.all([
+      host.lstat(r('d', 'f')),
+      host.mkdir(r('d')),
+      host.writeFile(r('d', 'f'), 'one'),
+      host.lstat(r('d', 'f')),
+      host.remove(r('d', 'f')),
+      host.remove(r('d')),
+      host.mkdir(r('d')),
+      host.writeFile(r('d', 'g'), 'two'),
+      host.lstat(r('d', 'g')),
+      host.readdir(r('d')),
+    ])
+    expect(answers[0]).toBeNull()
+    expect((answers[3] as { type: string } | null)?.type).toBe('file')
+    expect((answers[8] as { type: string } | null)?.type).toBe('file')
+    expect(answers[9]).toEqual(['g'])
+  })
 })
