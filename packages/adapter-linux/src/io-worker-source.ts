@@ -193,6 +193,9 @@ function libc() {
     openat2: c.func('syscall', 'long', ['long', 'int', 'const char *', 'void *', 'size_t']),
     // Descriptors openat2 gave are closed by the C library: node:fs warns on closing one it did not open.
     close: c.func('int close(int)'),
+    // The acts on one name in a directory descriptor, without a walk through /proc/self/fd.
+    unlinkat: c.func('int unlinkat(int, const char *, int)'),
+    mkdirat: c.func('int mkdirat(int, const char *, unsigned int)'),
   }
   return lib
 }
@@ -203,7 +206,7 @@ function fields(s) {
   return s === undefined ? null : [s.mode, s.uid, s.gid, s.size, s.dev, s.ino, s.mtimeMs, s.rdev]
 }
 const AT_FDCWD = -100
-const { ENOENT, EBUSY, EINVAL, ENOTCONN, ESTALE, EIO, EACCES, EHOSTDOWN, ENODEV, ELOOP, EXDEV } = require('node:os').constants.errno
+const { ENOENT, EEXIST, EBUSY, EINVAL, ENOTCONN, ESTALE, EIO, EACCES, EHOSTDOWN, ENODEV, ELOOP, EXDEV } = require('node:os').constants.errno
 const CORRUPTED = new Set([ENOTCONN, ESTALE, EIO, EACCES, EHOSTDOWN, ENODEV])
 const O_WRONLY = 1
 const O_CREAT = 0o100
@@ -329,6 +332,34 @@ function forgetAll() {
 function at(dirfd, name) {
   return dirfd === AT_FDCWD ? name : '/proc/self/fd/' + dirfd + '/' + name
 }
+const AT_REMOVEDIR = 0x200
+// unlinkat(2) and mkdirat(2) of 'name' in 'dirfd' (AT_FDCWD: a path), failing as node:fs does.
+function unlinkAt(dirfd, name, dir) {
+  if (libc().unlinkat(dirfd, name, dir ? AT_REMOVEDIR : 0) < 0) {
+    const errno = lib.koffi.errno()
+    throw fail(errno, dir ? 'rmdir' : 'unlink', dir ? 'rmdir failed' : 'unlink failed')
+  }
+}
+function mkdirAt(dirfd, name, mode) {
+  if (libc().mkdirat(dirfd, name, mode) < 0) throw fail(lib.koffi.errno(), 'mkdir', 'mkdir failed')
+}
+// lstat of 'name' in 'dirfd' by statx(AT_SYMLINK_NOFOLLOW): the fields node:fs would give, or null when missing.
+const STATX_BASIC_STATS = 0x7ff
+const lstatBuf = new Uint8Array(256)
+const lstatView = new DataView(lstatBuf.buffer)
+function makedev(major, minor) {
+  return (major & 0xfff) * 256 + (minor & 0xff) + (minor >>> 8) * 1048576 + Math.floor(major / 4096) * 4294967296
+}
+function lstatAt(dirfd, name) {
+  if (libc().statx(dirfd, name, 0x100, STATX_BASIC_STATS, lstatBuf) < 0) {
+    const errno = lib.koffi.errno()
+    if (errno === ENOENT) return null
+    throw fail(errno, 'lstat', 'lstat failed')
+  }
+  const v = lstatView
+  const mtimeMs = Number(v.getBigInt64(112, true)) * 1000 + v.getUint32(120, true) / 1e6
+  return [v.getUint16(28, true), v.getUint32(20, true), v.getUint32(24, true), Number(v.getBigUint64(40, true)), makedev(v.getUint32(136, true), v.getUint32(140, true)), Number(v.getBigUint64(32, true)), mtimeMs, makedev(v.getUint32(128, true), v.getUint32(132, true))]
+}
 // Runs 'use(target)' on 'p' itself: beneath the root opened (with no symlink at any level, the last
 // one included) and named by its descriptor; outside the root, the path.
 function onFile(p, flags, mode, use) {
@@ -343,34 +374,31 @@ function onFile(p, flags, mode, use) {
 }
 // Beneath the root: 'mkdir -p' one level at a time from the root's descriptor, never through a symlink.
 function mkdirBeneath(rel, mode) {
-  let made = false
-  let dirfd = root[1]
-  const parts = rel.split('/')
+  const slash = rel.lastIndexOf('/')
+  const name = slash < 0 ? rel : rel.slice(slash + 1)
+  // The directory it goes in, as the batch has it (a pod's volumes share theirs), made first when
+  // missing, a level at a time, each opened with no symlink followed.
+  let parent
   try {
-    for (let i = 0; i < parts.length; i++) {
-      let next
-      try {
-        next = openBeneath(dirfd, parts[i], O_PATH | O_DIRECTORY, 0)
-      } catch (err) {
-        if (err.errno !== -ENOENT) throw dirfd === root[1] ? err : rootError(err, parts.slice(0, i + 1).join('/'))
-        try {
-          fs.mkdirSync(at(dirfd, parts[i]), { mode })
-          made = i === parts.length - 1
-        } catch (e) {
-          if (e.code !== 'EEXIST') throw e
-        }
-        next = openBeneath(dirfd, parts[i], O_PATH | O_DIRECTORY, 0)
-      }
-      if (dirfd !== root[1]) lib.close(dirfd)
-      dirfd = next
-    }
+    parent = slash < 0 ? root[1] : directory(rel.slice(0, slash))
   } catch (err) {
-    if (err.errno === -ELOOP && !err.detail) throw rootError(err, rel)
-    throw err
-  } finally {
-    if (dirfd !== root[1]) lib.close(dirfd)
+    if (err.code !== 'ENOENT') throw err.errno === -ELOOP && !err.detail ? rootError(err, rel) : err
+    forgetMissing()
+    mkdirBeneath(rel.slice(0, slash), mode)
+    parent = directory(rel.slice(0, slash))
   }
-  return made
+  try {
+    mkdirAt(parent, name, mode)
+    forgetMissing()
+    return true
+  } catch (err) {
+    if (err.code !== 'EEXIST') throw err
+  }
+  // Already there: a directory is fine; a symlink is refused, anything else is EEXIST (as mkdir -p says).
+  const type = (lstatAt(parent, name)?.[0] ?? 0) & 0o170000
+  if (type === 0o120000) throw rootError({ errno: -ELOOP }, rel)
+  if (type !== 0o040000) throw fail(EEXIST, 'mkdir', 'file exists')
+  return false
 }
 function rootError(err, rel) {
   if (err.errno !== -ELOOP) return err
@@ -430,20 +458,19 @@ function removeOne(dirfd, name, buf, view, flags, mask, mountRoot, unmountIt, um
       if (!unmountIt) return [EBUSY, 'statx']
       const u = result(libc().umount2(path, dirfd === AT_FDCWD ? umountFlags : umountFlags | UMOUNT_NOFOLLOW))
       if (u.ret < 0 && u.errno !== EINVAL) return [u.errno, 'umount2']
-      fs.rmdirSync(path)
+      unlinkAt(dirfd, name, true)
       return undefined
     }
     // By the type statx gave (stx_mask bit 1, stx_mode at 28): one call, not an unlink(2) that
     // fails with EISDIR first. Something else there by now fails the call (EISDIR, ENOTDIR).
     if ((view.getUint32(0, true) & 1) === 0) {
       try {
-        fs.unlinkSync(path)
+        unlinkAt(dirfd, name, false)
       } catch (err) {
         if (err.code !== 'EISDIR') throw err
-        fs.rmdirSync(path)
+        unlinkAt(dirfd, name, true)
       }
-    } else if ((view.getUint16(28, true) & 0o170000) === 0o040000) fs.rmdirSync(path)
-    else fs.unlinkSync(path)
+    } else unlinkAt(dirfd, name, (view.getUint16(28, true) & 0o170000) === 0o040000)
   } catch (err) {
     if (err.code === 'ENOENT') return undefined
     return [Math.abs(err.errno), err.syscall]
@@ -473,15 +500,15 @@ function writeAll(fd, data, position) {
 // level) and acts on one name in it, or opens the file itself the same way; outside the root the
 // path is used as node:fs takes it.
 const calls = {
-  lstat: (p) => orNull(() => inParent(p, (d, n) => fields(fs.lstatSync(at(d, n), { throwIfNoEntry: false })))),
+  lstat: (p) => orNull(() => inParent(p, (d, n) => (d === AT_FDCWD ? fields(fs.lstatSync(p, { throwIfNoEntry: false })) : lstatAt(d, n)))),
   stat: (p) => orNull(() => onFile(p, O_PATH, 0, (_, fd) => fields(fd === undefined ? fs.statSync(p, { throwIfNoEntry: false }) : fs.fstatSync(fd)))),
   mkdir: (p, mode) => inParent(p, (d, n) => {
     try {
-      fs.mkdirSync(at(d, n), { mode })
+      mkdirAt(d, n, mode)
       forgetMissing()
     } catch (err) {
       // Beneath the root a symlink in the way is refused as a symlink, not reported as a directory's name taken.
-      if (err.code === 'EEXIST' && d !== AT_FDCWD && fs.lstatSync(at(d, n)).isSymbolicLink()) throw rootError(Object.assign(err, { errno: -ELOOP }), beneath(p))
+      if (err.code === 'EEXIST' && d !== AT_FDCWD && ((lstatAt(d, n)?.[0] ?? 0) & 0o170000) === 0o120000) throw rootError(Object.assign(err, { errno: -ELOOP }), beneath(p))
       throw err
     }
   }),
@@ -494,16 +521,16 @@ const calls = {
     return mkdirBeneath(rel, mode)
   },
   rmdir: (p) => {
-    inParent(p, (d, n) => { fs.rmdirSync(at(d, n)) })
+    inParent(p, (d, n) => unlinkAt(d, n, true))
     forget(p)
   },
-  unlink: (p) => inParent(p, (d, n) => { fs.unlinkSync(at(d, n)) }),
+  unlink: (p) => inParent(p, (d, n) => unlinkAt(d, n, false)),
   remove: (p) => inParent(p, (d, n) => {
     try {
-      fs.unlinkSync(at(d, n))
+      unlinkAt(d, n, false)
     } catch (err) {
       if (err.code !== 'EISDIR') throw err
-      fs.rmdirSync(at(d, n))
+      unlinkAt(d, n, true)
       forget(p)
     }
   }),

@@ -33,11 +33,18 @@ describeAsRoot('linux host: system calls counted with strace', () => {
     await host.lstat(p('disk'))
     const disk = [p('disk', 'meta', 'ready'), p('disk', 'meta'), p('disk', 'vol')]
     const mem = [p('mem', 'meta', 'ready'), p('mem', 'meta'), p('mem', 'vol')]
-    const trace = await traceSelf('statx,unlink,rmdir,umount2')
+    const trace = await traceSelf('statx,unlinkat,umount2')
     await host.removeUnmounted?.(disk, { unmountLast: true })
     await host.removeUnmounted?.(mem, { unmountLast: true })
     const lines = await trace.stop()
-    const calls = (name: string, path: string) => lines.filter((line) => line.includes(`${name}(`) && line.includes(`"${path}"`)).length
+    // unlink and rmdir are unlinkat(2), rmdir with AT_REMOVEDIR.
+    const calls = (name: string, path: string) =>
+      lines.filter((line) => {
+        if (!line.includes(`"${path}"`)) return false
+        if (name === 'unlink') return line.includes('unlinkat(') && !line.includes('AT_REMOVEDIR')
+        if (name === 'rmdir') return line.includes('unlinkat(') && line.includes('AT_REMOVEDIR')
+        return line.includes(`${name}(`)
+      }).length
     for (const path of [...disk, ...mem]) expect(calls('statx', path), path).toBe(1)
     expect([disk[0], mem[0]].map((path) => calls('unlink', path))).toEqual([1, 1])
     expect([disk[1], disk[2], mem[1], mem[2]].map((path) => calls('rmdir', path))).toEqual([1, 1, 1, 1])
@@ -59,7 +66,7 @@ describeAsRoot('linux host: system calls counted with strace', () => {
     await host.lstat(r('disk'))
     const disk = [r('disk', 'meta', 'ready'), r('disk', 'meta'), r('disk', 'vol')]
     const mem = [r('mem', 'meta', 'ready'), r('mem', 'meta'), r('mem', 'vol')]
-    const trace = await traceSelf('openat2,statx,unlink,rmdir,umount2')
+    const trace = await traceSelf('openat2,statx,unlinkat,umount2')
     await host.removeUnmounted?.(disk, { unmountLast: true })
     await host.removeUnmounted?.(mem, { unmountLast: true })
     const lines = await trace.stop()
@@ -69,7 +76,9 @@ describeAsRoot('linux host: system calls counted with strace', () => {
     // of each name in it.
     expect(lines.filter((line) => line.includes('openat2(') && line.includes('RESOLVE_NO_SYMLINKS')).length).toBe(4)
     expect(count('statx')).toBe(6)
-    expect([count('unlink'), count('rmdir'), count('umount2')]).toEqual([2, 4, 1])
+    // The removes are unlinkat(2) on the directory's descriptor (rmdir: AT_REMOVEDIR), no walk through /proc.
+    const removes = lines.filter((line) => line.includes('unlinkat('))
+    expect([removes.filter((line) => !line.includes('AT_REMOVEDIR')).length, removes.filter((line) => line.includes('AT_REMOVEDIR')).length, count('umount2')]).toEqual([2, 4, 1])
     for (const path of [...disk, ...mem]) expect(await host.lstat(path)).toBeNull()
     await lock.release()
   })
