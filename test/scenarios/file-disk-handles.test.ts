@@ -4,7 +4,7 @@
  * attached; a pod deleted while its disk is formatted leaves no loop device attached. (The
  * real-kernel side: packages/adapter-linux/src/file-disk-formatting.test.ts.)
  */
-import type { Pod } from '@kubevol/core'
+import { HostError, type Pod } from '@kubevol/core'
 import { createBuiltinPlugins, FILE_DISK_DRIVER } from '@kubevol/core/plugins'
 import { buildClaim, buildPod } from '@kubevol/core/testing'
 import { afterEach, describe, expect, it } from 'vitest'
@@ -139,4 +139,29 @@ describe('fileDisk: its global mount path refused (issue 36)', () => {
       expect(await h.host.readdir('/outside')).toEqual([])
     },
   )
+})
+
+describe('fileDisk: a record that cannot be read for a moment', () => {
+  it('fails the detach to be tried again, never leaves the loop device as not kubevol’s', async () => {
+    const h = start({ rec: { image: '/images/rec.img', capacity: '64Mi' } })
+    h.host.allocateFile('/images/rec.img', 64 * MiB)
+    h.start()
+    h.pods.setPod(podOf('rec'))
+    await h.advanceUntil(() => h.host.mountTargets().length === 2)
+    expect(await attachedLoops(h, '/images/rec.img')).toHaveLength(1)
+    // The first read of its attach record fails as one through a level swapped for a symlink would.
+    let failed = 0
+    h.host.intercept(async (call, next) => {
+      if (call.method === 'readFile' && call.path?.includes('/file-disk/loops/') && failed === 0) {
+        failed++
+        throw new HostError('ELOOP', 'open', call.path, 'refusing to follow a symlink beneath the root')
+      }
+      return next()
+    })
+    h.pods.deletePod('uid-rec')
+    await h.advanceUntil(() => h.manager.actualState.getAttachedVolume(`kubernetes.io/csi/${FILE_DISK_DRIVER}^/images/rec.img`) === undefined)
+    await h.manager.waitForIdle()
+    expect(failed).toBe(1)
+    expect(await attachedLoops(h, '/images/rec.img')).toEqual([])
+  })
 })

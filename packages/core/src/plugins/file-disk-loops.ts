@@ -77,8 +77,12 @@ function createAttachRecords(context: VolumePluginContext, pluginDir: string): A
     async read(image) {
       const { host } = context
       if (!(await host.lstat(recordPath(image)))) return undefined
+      // A read that fails (a level swapped for a symlink meanwhile: ELOOP) says nothing of whose the
+      // device is: it fails the step, to be tried again. Only a record that reads and is not a
+      // record is ignored.
+      const text = decodeUtf8(await host.readFile(recordPath(image)))
       try {
-        const record = JSON.parse(decodeUtf8(await host.readFile(recordPath(image)))) as AttachRecord
+        const record = JSON.parse(text) as AttachRecord
         return record.image === image ? record : undefined
       } catch (err) {
         context.logger.warn('Ignoring an unreadable fileDisk attach record', { image, path: recordPath(image), err: String(err) })
@@ -201,8 +205,10 @@ export function createStagedImages(context: VolumePluginContext, pluginDir: stri
     async imageStagedAt(path) {
       const { host } = context
       if (!(await host.lstat(recordPath(path)))) return undefined
+      // As an attach record: a read that fails fails the step; only content that is no record is ignored.
+      const text = decodeUtf8(await host.readFile(recordPath(path)))
       try {
-        const record = JSON.parse(decodeUtf8(await host.readFile(recordPath(path)))) as { path?: string; image?: string }
+        const record = JSON.parse(text) as { path?: string; image?: string }
         return record.path === path && typeof record.image === 'string' ? record.image : undefined
       } catch (err) {
         context.logger.warn('Ignoring an unreadable fileDisk stage record', { path, err: String(err) })
