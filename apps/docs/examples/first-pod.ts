@@ -36,9 +36,12 @@ export async function run() {
   const lines = ['pod web is ready; its volumes:']
   const volumes = manager.getMountedVolumesForPod(uniquePodName(pod))
   for (const [name, volume] of volumes) lines.push(`  ${name.padEnd(7)} ${volume.pluginName}`)
-  const configFile = `${manager.paths.podVolumeDir(pod.metadata.uid!, 'kubernetes.io/configmap', 'config')}/nginx.conf`
-  const config = new TextDecoder().decode(await host.readFile(configFile))
-  lines.push(`the container sees /mnt/config/nginx.conf = ${JSON.stringify(config)}`)
+  // A container reads nginx.conf through kubevol's own links (nginx.conf → ..data/nginx.conf, ..data →
+  // the version written last); the host never follows a link beneath the root, so read them as links.
+  const configDir = manager.paths.podVolumeDir(pod.metadata.uid!, 'kubernetes.io/configmap', 'config')
+  const version = await host.readlink(`${configDir}/..data`)
+  const config = new TextDecoder().decode(await host.readFile(`${configDir}/${version}/nginx.conf`))
+  lines.push(`the container sees /mnt/config/nginx.conf = ${JSON.stringify(config)} (a link: nginx.conf → ${await host.readlink(`${configDir}/nginx.conf`)})`)
   // emptyDir and configMap volumes are directories on the node's disk; a secret gets a tmpfs (memory).
   const root = manager.paths.root
   const mounts = (await host.mounts()).filter((m) => m.target.startsWith(root)).map((m) => `${m.fstype} on ${m.target}`)
