@@ -196,6 +196,8 @@ function libc() {
     // The acts on one name in a directory descriptor, without a walk through /proc/self/fd.
     unlinkat: c.func('int unlinkat(int, const char *, int)'),
     mkdirat: c.func('int mkdirat(int, const char *, unsigned int)'),
+    // fchmodat2(2) (Linux 6.6): a chmod that follows no symlink, on a name in a directory.
+    fchmodat2: c.func('syscall', 'long', ['long', 'int', 'const char *', 'unsigned int', 'unsigned int']),
   }
   return lib
 }
@@ -340,6 +342,23 @@ function unlinkAt(dirfd, name, dir) {
     throw fail(errno, dir ? 'rmdir' : 'unlink', dir ? 'rmdir failed' : 'unlink failed')
   }
 }
+// chmod of 'name' in 'dirfd' that never follows it: fchmodat2(AT_SYMLINK_NOFOLLOW), or on a kernel
+// without it the name opened with no symlink followed and chmod'ed through its descriptor.
+let noFchmodat2 = false
+function chmodAt(dirfd, name, mode) {
+  if (!noFchmodat2) {
+    if (Number(libc().fchmodat2(452, dirfd, name, mode, 0x100)) >= 0) return
+    const errno = lib.koffi.errno()
+    if (errno !== 38) throw fail(errno === 95 ? ELOOP : errno, 'chmod', 'chmod failed')
+    noFchmodat2 = true
+  }
+  const fd = openBeneath(dirfd, name, O_PATH, 0)
+  try {
+    fs.chmodSync('/proc/self/fd/' + fd, mode)
+  } finally {
+    lib.close(fd)
+  }
+}
 function mkdirAt(dirfd, name, mode) {
   if (libc().mkdirat(dirfd, name, mode) < 0) throw fail(lib.koffi.errno(), 'mkdir', 'mkdir failed')
 }
@@ -427,7 +446,13 @@ function landedWhereNamed(target, fd, flags) {
   if (before === undefined) return
   let now
   try {
-    now = onFile(target, O_PATH, 0, (_, again) => mountIdOf(again))
+    // The name looked up again in its directory, not followed if it is a symlink now: a lookup that
+    // lands on the new mount gives its id.
+    now = inParent(target, (d, n) => {
+      const buf = new Uint8Array(256)
+      if (libc().statx(d, n, 0x100, STATX_MNT_ID, buf) < 0) return before
+      return new DataView(buf.buffer).getBigUint64(144, true)
+    })
   } catch {
     now = before
   }
@@ -512,7 +537,11 @@ const calls = {
       throw err
     }
   }),
-  chmod: (p, mode) => onFile(p, O_PATH, 0, (target) => { fs.chmodSync(target, mode) }),
+  chmod: (p, mode) => inParent(p, (d, n) => {
+    if (d === AT_FDCWD) return void fs.chmodSync(p, mode)
+    if (((lstatAt(d, n)?.[0] ?? 0) & 0o170000) === 0o120000) throw rootError({ errno: -ELOOP }, beneath(p))
+    chmodAt(d, n, mode)
+  }),
   mkdirp: (p, mode) => {
     const rel = beneath(p)
     if (rel === undefined) return fs.mkdirSync(p, { mode, recursive: true }) !== undefined
@@ -663,11 +692,22 @@ const calls = {
           }
         } else if (op === 'setPermissions') {
           syscall = 'stat'
-          onFile(p, O_PATH, 0, (target, fd) => {
-            const s = orNull(() => (fd === undefined ? fs.statSync(p) : fs.fstatSync(fd)))
-            if (s !== null && (s.mode & 0o777) !== arg) {
+          inParent(p, (d, n) => {
+            if (d === AT_FDCWD) {
+              const s = fs.statSync(p, { throwIfNoEntry: false })
+              if (s !== undefined && (s.mode & 0o777) !== arg) {
+                syscall = 'chmod'
+                fs.chmodSync(p, (s.mode & 0o7000) | arg)
+              }
+              return
+            }
+            // Beneath the root: the name's own type and mode (a symlink is refused, never followed).
+            const mode = lstatAt(d, n)?.[0]
+            if (mode === undefined) return
+            if ((mode & 0o170000) === 0o120000) throw rootError({ errno: -ELOOP }, beneath(p))
+            if ((mode & 0o777) !== arg) {
               syscall = 'chmod'
-              fs.chmodSync(target, (s.mode & 0o7000) | arg)
+              chmodAt(d, n, (mode & 0o7000) | arg)
             }
           })
         } else {
