@@ -48,6 +48,32 @@ function subPathPod(): Pod {
 describe('subPath cleanup', () => {
   const index = `${ROOT}/pods/a/volume-subpaths/host/main/0`
 
+  it('volume-subpaths moved aside with a bind in it and a symlink put in its place: the tear-down waits, and finishes once it is back', async () => {
+    const host = createMemoryHost({ clock: createFakeClock() })
+    await host.mkdir('/srv/host/data', { recursive: true })
+    await host.writeFile('/srv/host/data/keep', 'hostPath data')
+    await plantCanaries(host, OUTSIDE)
+    const h = start(host)
+    await h.addPodAndWait(subPathPod())
+    const subPaths = `${ROOT}/pods/a/volume-subpaths`
+    await host.rename(subPaths, `${subPaths}.aside`)
+    await host.symlink(OUTSIDE, subPaths)
+    h.pods.deletePod('a')
+    await h.clock.advance(5_000)
+    await h.manager.waitForIdle()
+    // The bind is still mounted (at the name it was moved to): not forgotten, not torn down around.
+    expect(host.mountTargets()).toContain(`${subPaths}.aside/host/main/0`)
+    expect(h.manager.hasPossiblyMountedVolumesForPod('a')).toBe(true)
+    await expectCanaries(host, OUTSIDE)
+    await host.remove(subPaths)
+    await host.rename(`${subPaths}.aside`, subPaths)
+    await h.clock.advance(120_000)
+    await h.manager.waitForIdle()
+    expect(host.mountTargets().filter((t) => t.startsWith(`${ROOT}/pods/a`))).toEqual([])
+    expect(h.manager.hasPossiblyMountedVolumesForPod('a')).toBe(false)
+    expect(await text(host, '/srv/host/data/keep')).toBe('hostPath data')
+  })
+
   it.each([1, 2])('never deletes through a bind stacked %i time(s) on a subPath bind', async (stacked) => {
     const host = createMemoryHost({ clock: createFakeClock() })
     await host.mkdir('/srv/host/data', { recursive: true })

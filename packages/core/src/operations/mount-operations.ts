@@ -4,6 +4,7 @@
  * and the asynchronous operation it returns.
  */
 import type { Mounter, Unmounter } from '../plugins/plugin.js'
+import { joinPath } from '../paths.js'
 import { cleanVolumeSubPaths } from './clean-sub-paths.js'
 import { assertTearDownChain } from './pod-dir-chain.js'
 import { expandVolumeDuringMount } from './node-expander.js'
@@ -309,9 +310,11 @@ export function generateUnmountVolume(ctx: OperationContext, mv: MountedVolume):
         try {
           await cleanSubPaths(ctx, ctx.paths.podSubPathsDir(mv.podUID, mv.innerVolumeSpecName))
         } catch (err) {
-          // A symlink where the pod's volume-subpaths belongs: the host refused to follow it, so no
-          // subPath bind of kubevol's is reachable there. The volume itself is torn down.
-          if (!ctx.host.openRoot || !isHostError(err, 'ELOOP')) throw stepFailed('error cleaning subPath mounts', subject, err)
+          // A symlink on the way to the pod's volume-subpaths: the host refused to follow it. With no
+          // mount of the pod's there (nor at a name beside it, where a swap would have moved one), no
+          // subPath bind of kubevol's can be left behind: the volume itself is torn down. With one,
+          // the step fails and is retried until the directory is back.
+          if (!ctx.host.openRoot || !isHostError(err, 'ELOOP') || (await hasSubPathMounts(ctx, mv.podUID))) throw stepFailed('error cleaning subPath mounts', subject, err)
           ctx.logger.warn('subPath mounts not cleaned: a symlink beneath the root is not followed', { volume: mv.volumeName, pod: mv.podName, err: errorMessage(err) })
         }
       }
@@ -357,6 +360,12 @@ async function withHolders(ctx: OperationContext, err: unknown, path: string): P
   } catch {
     return err
   }
+}
+
+/** Whether anything is mounted at the pod's `volume-subpaths`, below it, or at a name that begins like it. */
+async function hasSubPathMounts(ctx: OperationContext, podUID: string): Promise<boolean> {
+  const dir = joinPath(ctx.paths.podDir(podUID), 'volume-subpaths')
+  return (await ctx.host.mounts()).some((entry) => entry.target.startsWith(dir))
 }
 
 /**
