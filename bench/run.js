@@ -6,7 +6,7 @@ import { writeResult } from './results.js'
 import os from 'node:os'
 import { createMemoryHost } from '@kubevol/adapter-mock'
 import { createVolumeManager } from '@kubevol/core'
-import { buildPod, createFakePlugin, createMemoryObjectReader, createMemoryPodSource } from '@kubevol/core/testing'
+import { buildPod, createFakePlugin, createMemoryObjectReader, createMemoryPodSource, seededRandom } from '@kubevol/core/testing'
 
 const env = (name, fallback) => Number(process.env[`KUBEVOL_BENCH_${name}`] ?? fallback)
 const config = {
@@ -74,7 +74,7 @@ async function scenario(variant, mode) {
 
   const times = []
   const total = config.samples[mode] + config.warmup[mode]
-  const random = mulberry32(1)
+  const random = seededRandom(1)
   for (let i = 0; i < total; i++) {
     // Pods arrive at any moment of the kubelet's 100 ms / 300 ms cycles, not in step with them: start
     // each polling sample at a random phase (seeded, so runs compare). Event-driven has no cycle.
@@ -109,18 +109,6 @@ async function settle(manager, volumeNames) {
     await manager.waitForIdle()
     await new Promise((resolve) => setImmediate(resolve))
     if (volumeNames.every((name) => !manager.volumeIsAttached(name))) return
-  }
-}
-
-// A small seeded PRNG (mulberry32).
-function mulberry32(seed) {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
   }
 }
 

@@ -10,7 +10,7 @@
 import { type MemoryHost, createMemoryHost } from '@kubevol/adapter-mock'
 import { HostError, type Pod, VolumeOperationFailure } from '@kubevol/core'
 import { createBuiltinPlugins } from '@kubevol/core/plugins'
-import { type FakeCall, type FakeClock, type FakePlugin, type Harness, createFakePlugin, createHarness } from '@kubevol/core/testing'
+import { type FakeCall, type FakeClock, type FakePlugin, type Harness, createFakePlugin, createHarness, seededRandom } from '@kubevol/core/testing'
 import { createFastClock } from './fast-clock.js'
 
 const ROOT = '/var/lib/kubevol'
@@ -25,18 +25,6 @@ export type VolumeKind = (typeof VOLUME_KINDS)[number]
 
 /** What the fault injector may do to one plugin step. */
 export type Fault = 'none' | 'fail' | 'transient' | 'uncertain-before' | 'uncertain-after' | 'hang'
-
-/** A small, fast, seedable PRNG (mulberry32), so a schedule's faults replay from its seed. */
-function createRandom(seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296
-  }
-}
 
 type PodPhase = 'running' | 'terminating' | 'gone'
 
@@ -113,7 +101,7 @@ export class World {
 
   constructor(options: WorldOptions) {
     this.#options = options
-    this.#random = createRandom(options.faultSeed)
+    this.#random = seededRandom(options.faultSeed)
     this.#installHostChecks()
     this.#gen = this.#startGeneration()
   }

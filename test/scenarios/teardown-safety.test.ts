@@ -47,14 +47,19 @@ function subPathPod(): Pod {
 
 describe('subPath cleanup', () => {
   const index = `${ROOT}/pods/a/volume-subpaths/host/main/0`
-
-  it('volume-subpaths moved aside with a bind in it and a symlink put in its place: the tear-down waits, and finishes once it is back', async () => {
+  /** A node with hostPath data, canaries outside the root, and the subPath pod mounted. */
+  async function subPathNode() {
     const host = createMemoryHost({ clock: createFakeClock() })
     await host.mkdir('/srv/host/data', { recursive: true })
     await host.writeFile('/srv/host/data/keep', 'hostPath data')
     await plantCanaries(host, OUTSIDE)
     const h = start(host)
     await h.addPodAndWait(subPathPod())
+    return { host, h }
+  }
+
+  it('volume-subpaths moved aside with a bind in it and a symlink put in its place: the tear-down waits, and finishes once it is back', async () => {
+    const { host, h } = await subPathNode()
     const subPaths = `${ROOT}/pods/a/volume-subpaths`
     await host.rename(subPaths, `${subPaths}.aside`)
     await host.symlink(OUTSIDE, subPaths)
@@ -75,12 +80,7 @@ describe('subPath cleanup', () => {
   })
 
   it.each([1, 2])('never deletes through a bind stacked %i time(s) on a subPath bind', async (stacked) => {
-    const host = createMemoryHost({ clock: createFakeClock() })
-    await host.mkdir('/srv/host/data', { recursive: true })
-    await host.writeFile('/srv/host/data/keep', 'hostPath data')
-    await plantCanaries(host, OUTSIDE)
-    const h = start(host)
-    await h.addPodAndWait(subPathPod())
+    const { host, h } = await subPathNode()
     for (let i = 0; i < stacked; i++) await host.mount({ source: OUTSIDE, target: index, bind: true })
     h.pods.deletePod('a')
     // Each pass unmounts one bind and refuses while another is still there; retries finish it.

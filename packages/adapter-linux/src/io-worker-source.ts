@@ -271,10 +271,7 @@ function openBeneath(dirfd, rel, flags, mode, resolve = RESOLVE_NO_SYMLINKS | RE
   const fd = Number(libc().openat2(437, dirfd, rel, how, 24))
   if (fd >= 0) return fd
   const errno = lib.koffi.errno()
-  if (errno === ELOOP && dirfd === root[1]) {
-    const level = refusedLevel(rel)
-    throw fail(errno, 'openat2', 'refusing to follow a symlink beneath the root', level ? 'refusing to follow a symlink beneath the root: ' + level + ' is a symlink' : 'refusing to follow a symlink beneath the root')
-  }
+  if (errno === ELOOP && dirfd === root[1]) throw rootError({ errno: -ELOOP }, rel)
   if (errno === EXDEV) throw fail(errno, 'openat2', 'path escapes the root', 'refusing a path that leaves the root')
   throw fail(errno, 'openat2', 'openat2 failed')
 }
@@ -422,7 +419,8 @@ function mkdirBeneath(rel, mode) {
 function rootError(err, rel) {
   if (err.errno !== -ELOOP) return err
   const level = refusedLevel(rel)
-  return fail(ELOOP, 'openat2', 'refusing to follow a symlink beneath the root', level ? 'refusing to follow a symlink beneath the root: ' + level + ' is a symlink' : 'refusing to follow a symlink beneath the root')
+  const text = 'refusing to follow a symlink beneath the root'
+  return fail(ELOOP, 'openat2', text, level ? text + ': ' + level + ' is a symlink' : text)
 }
 const MS_REMOUNT = 32
 const MS_PROPAGATION = (1 << 18) | (1 << 19) | (1 << 20) | (1 << 17)

@@ -57,13 +57,11 @@ import { SharedReads } from './shared-reads.js'
 import { lockRoot } from './root-lock.js'
 import { toFsStats } from './statfs.js'
 import type { BeneathRoot } from './sub-paths.js'
-import { createSubPaths } from './sub-paths.js'
+import { createSubPaths, openBeneathRoot } from './sub-paths.js'
 import type { Sys } from './sys.js'
 import { createSys } from './sys.js'
 
 const osErrno = osConstants.errno
-/** How a path beneath the root is resolved: from the root's descriptor, no symlink at any level. */
-const ROOT_RESOLVE = c.RESOLVE_BENEATH | c.RESOLVE_NO_SYMLINKS | c.RESOLVE_NO_MAGICLINKS
 const MOUNT_ROOT = BigInt(c.STATX_ATTR_MOUNT_ROOT)
 /**
  * How long a batch of calls may run on the I/O worker before the calls it has not started go to
@@ -686,9 +684,7 @@ export class LinuxHost implements Host {
       return buf
     }
     // Beneath the root: the path opened with no symlink at any level, then fstatfs(2) of that descriptor.
-    const fd = await this.#sys.call('statfs', path, (l) => l.openat2(at.rootFd, at.relative, c.O_PATH | c.O_CLOEXEC, 0, ROOT_RESOLVE)).catch((err: unknown) => {
-      throw isHostError(err, 'ELOOP') ? new HostError('ELOOP', 'statfs', path, 'refusing to follow a symlink beneath the root', { cause: err }) : err
-    })
+    const fd = await openBeneathRoot(this.#sys, at, path, c.O_PATH | c.O_CLOEXEC, 'statfs')
     try {
       await this.#sys.call('statfs', path, (l) => l.fstatfs(fd, buf))
     } finally {

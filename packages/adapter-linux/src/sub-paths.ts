@@ -91,11 +91,19 @@ async function openVolume(deps: SubPathDeps, volumePath: string): Promise<number
   const { sys } = deps
   const at = deps.beneathRoot(volumePath)
   if (!at) return sys.call('open', volumePath, (l) => l.open(volumePath, O_PATH | c.O_DIRECTORY, 0))
+  return openBeneathRoot(sys, at, volumePath, O_PATH | c.O_DIRECTORY, 'openat2')
+}
+
+/**
+ * Opens `path` (beneath the root: `at`) from the root's descriptor with no symlink followed at any
+ * level, on the main thread's call runner; a symlink is refused with ELOOP as the I/O worker refuses it.
+ */
+export async function openBeneathRoot(sys: Sys, at: BeneathRoot, path: string, flags: number, syscall: string): Promise<number> {
   try {
-    return await sys.call('openat2', volumePath, (l) => l.openat2(at.rootFd, at.relative, O_PATH | c.O_DIRECTORY, 0, STRICT))
+    return await sys.call(syscall, path, (l) => l.openat2(at.rootFd, at.relative, flags, 0, STRICT))
   } catch (err) {
     if (!isHostError(err, 'ELOOP')) throw err
-    throw new HostError('ELOOP', 'openat2', volumePath, 'refusing to follow a symlink beneath the root (a level of the volume path is a symlink)', { cause: err })
+    throw new HostError('ELOOP', syscall, path, 'refusing to follow a symlink beneath the root (a level of the path is a symlink)', { cause: err })
   }
 }
 

@@ -4,8 +4,26 @@ import { expect, it } from 'vitest'
 import { describeAsRoot } from '../test/as-root.js'
 import { useLinuxHost } from '../test/harness.js'
 import { straceMissing, traceSelf } from '../test/strace.js'
+import type { LinuxHost } from './linux-host.js'
 
 const missing = straceMissing()
+
+/**
+ * An emptyDir on disk (its ready marker, the marker's directory, the volume's directory) and one in
+ * memory (the same, its volume a tmpfs) below `at`; the I/O worker started and koffi loaded, so a
+ * trace begun after holds only the calls made after it. The paths as a tear-down removes them.
+ */
+async function emptyDirs(host: LinuxHost, at: (...parts: string[]) => string) {
+  for (const kind of ['disk', 'mem']) {
+    await host.mkdir(at(kind, 'meta'), { recursive: true })
+    await host.mkdir(at(kind, 'vol'))
+    await host.writeFile(at(kind, 'meta', 'ready'), '')
+  }
+  await host.mount({ source: 'tmpfs', target: at('mem', 'vol'), fstype: 'tmpfs' })
+  await host.lstat(at('disk'))
+  const paths = (kind: string) => [at(kind, 'meta', 'ready'), at(kind, 'meta'), at(kind, 'vol')]
+  return { disk: paths('disk'), mem: paths('mem') }
+}
 
 describeAsRoot('linux host: system calls counted with strace', () => {
   const h = useLinuxHost()
@@ -20,19 +38,7 @@ describeAsRoot('linux host: system calls counted with strace', () => {
 
   it.skipIf(missing !== undefined)('removeUnmounted makes one statx a path, the last one unmounted or not (an emptyDir’s tear-down on disk and in memory)', async () => {
     const { host, p } = h()
-    // An emptyDir on disk: its ready marker, the marker's directory, the volume's directory.
-    await host.mkdir(p('disk', 'meta'), { recursive: true })
-    await host.mkdir(p('disk', 'vol'))
-    await host.writeFile(p('disk', 'meta', 'ready'), '')
-    // One in memory: the same, its volume a tmpfs.
-    await host.mkdir(p('mem', 'meta'), { recursive: true })
-    await host.mkdir(p('mem', 'vol'))
-    await host.writeFile(p('mem', 'meta', 'ready'), '')
-    await host.mount({ source: 'tmpfs', target: p('mem', 'vol'), fstype: 'tmpfs' })
-    // The I/O worker started and koffi loaded before the trace: only the calls below are in it.
-    await host.lstat(p('disk'))
-    const disk = [p('disk', 'meta', 'ready'), p('disk', 'meta'), p('disk', 'vol')]
-    const mem = [p('mem', 'meta', 'ready'), p('mem', 'meta'), p('mem', 'vol')]
+    const { disk, mem } = await emptyDirs(host, p)
     const trace = await traceSelf('statx,unlinkat,umount2')
     await host.removeUnmounted?.(disk, { unmountLast: true })
     await host.removeUnmounted?.(mem, { unmountLast: true })
@@ -55,17 +61,7 @@ describeAsRoot('linux host: system calls counted with strace', () => {
     const { host, p } = h()
     const lock = await host.lockRoot(p('root'))
     if (!lock.locked) throw new Error('root not locked')
-    const r = (...parts: string[]) => p('root', ...parts)
-    await host.mkdir(r('disk', 'meta'), { recursive: true })
-    await host.mkdir(r('disk', 'vol'))
-    await host.writeFile(r('disk', 'meta', 'ready'), '')
-    await host.mkdir(r('mem', 'meta'), { recursive: true })
-    await host.mkdir(r('mem', 'vol'))
-    await host.writeFile(r('mem', 'meta', 'ready'), '')
-    await host.mount({ source: 'tmpfs', target: r('mem', 'vol'), fstype: 'tmpfs' })
-    await host.lstat(r('disk'))
-    const disk = [r('disk', 'meta', 'ready'), r('disk', 'meta'), r('disk', 'vol')]
-    const mem = [r('mem', 'meta', 'ready'), r('mem', 'meta'), r('mem', 'vol')]
+    const { disk, mem } = await emptyDirs(host, (...parts) => p('root', ...parts))
     const trace = await traceSelf('openat2,statx,unlinkat,umount2')
     await host.removeUnmounted?.(disk, { unmountLast: true })
     await host.removeUnmounted?.(mem, { unmountLast: true })

@@ -16,6 +16,7 @@ import type { Host } from '../host/host.js'
 import { dirname, joinPath } from '../paths.js'
 import { type CaseEnv, type MemberCase, makeBeside, makeLeaf, memberCases } from './host-contract-root-cases.js'
 import { type ContractContext, encoder, text } from './host-contract-support.js'
+import { seededRandom } from './seeded-random.js'
 
 /** Runs `hook` before each call the host makes (a composite call's steps included) until disposed. */
 export type BeforeEachCall = (hook: () => Promise<void>) => () => void
@@ -57,18 +58,6 @@ interface Plan {
   readonly swapAt: number
 }
 
-/** mulberry32: small, seeded, good enough to pick plans. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
-
 function hashName(name: string): number {
   let h = 2166136261
   for (let i = 0; i < name.length; i++) h = Math.imul(h ^ name.charCodeAt(i), 16777619)
@@ -92,7 +81,7 @@ export function rootContract({ h, root }: ContractContext, options: RootContract
       context.skip()
       return
     }
-    const random = seeded(options.seed ^ hashName(member.name))
+    const random = seededRandom(options.seed ^ hashName(member.name))
     for (let run = 0; run < options.runs; run++) {
       const plan = drawPlan(random, options.canMount)
       try {

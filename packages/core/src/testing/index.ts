@@ -4,6 +4,7 @@
  * contract suite every host adapter must pass.
  */
 export * from './fake-clock.js'
+export { seededRandom } from './seeded-random.js'
 // Also in the main entry since they are production code; kept here so tests need one import.
 export * from '../populator/memory-sources.js'
 export * from './fake-plugin.js'
