@@ -31,10 +31,25 @@ export function tableOptions(p: { readonly flags: Readonly<Record<string, unknow
 /** The widest error a table shows; `-o wide`, JSON, YAML and `explain` show it whole. */
 export const ERROR_WIDTH = 60
 
-/** `text` cut to `width` characters with an ellipsis, on one line. */
-export function truncate(text: string, width: number = ERROR_WIDTH): string {
-  const line = text.replace(/\s*\n\s*/g, ' ')
-  return line.length <= width ? line : `${line.slice(0, width - 1)}…`
+/**
+ * The kubelet's operation texts name the operation, the volume, its unique name and the pod, and give
+ * the cause last: `MountVolume.SetUp failed for volume "cfg" (UniqueName: "…") pod "web" (UID: "…") :
+ * configmap "web-config" not found`. This matches everything before the cause.
+ */
+const OPERATION_PREFIX = /^[^"]*? for volume "[^"]*"(?: \(UniqueName: "[^"]*"\))?(?: pod "[^"]*" \(UID: "[^"]*"\))? ?:? (?=\S)/
+
+/** An absolute path of four levels or more: shortened to its last two when a cause is too long. */
+const LONG_PATH = /\/(?:[^\s/:"']+\/){2,}([^\s/:"']+\/[^\s/:"']+)/g
+
+/**
+ * The cause of an operation's error, on one line and at most `width` characters: the operation,
+ * volume and pod prefix left out (the row already names them); when still too long, long paths cut
+ * to their last two levels, then its end kept, since the cause is said last.
+ */
+export function causeOf(message: string, width: number = ERROR_WIDTH): string {
+  let cause = message.replace(/\s*\n\s*/g, ' ').trim().replace(OPERATION_PREFIX, '')
+  if (cause.length > width) cause = cause.replace(LONG_PATH, '…/$1')
+  return cause.length <= width ? cause : `…${cause.slice(cause.length - width + 1)}`
 }
 
 /** A borderless table, like kubectl's. */

@@ -2,7 +2,7 @@
  * The JSON answers of `/v1/state` and `/v1/pods/<uid>`: the manager's desired and actual state,
  * what runs and what backs off, and per pod volume the answer to "why is my pod stuck?".
  */
-import type { Clock, Pod, PodSource, UniqueVolumeName, Volume, VolumeManager } from '@kubevol/core'
+import type { Clock, MountedVolume, OperationRecord, Pod, PodSource, UniqueVolumeName, Volume, VolumeManager, VolumeToMount } from '@kubevol/core'
 import type { PodWorkerStatus } from '../pods/pod-workers.js'
 import type { OperationTracker } from './operation-tracker.js'
 
@@ -101,11 +101,56 @@ export function backoffsOf(manager: VolumeManager, now: number): BackoffView[] {
   return result
 }
 
+/**
+ * Where one (volume, pod) stands, as `/v1/state` and `/v1/pods/<uid>` both report it, so that
+ * `kubevol status` and `kubevol explain` never disagree: the phase, the failures in a row and the
+ * last error (kept after the backoff has run out, until an operation succeeds), and the backoff.
+ */
+interface VolumeProgress {
+  readonly phase: string
+  readonly attempts: number
+  readonly lastError?: string
+  readonly lastOperation?: string
+  readonly backoff?: { readonly operation: string; readonly retryAt: string; readonly durationMs: number }
+}
+
+function progressOf(
+  s: StateViewSources,
+  now: number,
+  running: readonly OperationRecord[],
+  uid: string,
+  vtm: VolumeToMount | undefined,
+  mv: MountedVolume | undefined,
+): VolumeProgress {
+  const { manager } = s
+  const volumeName = (vtm?.volumeName ?? mv?.volumeName) as UniqueVolumeName
+  const op = running.find((o) => o.volumeName === volumeName && (o.podName === uid || o.podName === ''))
+  const failure = manager.executor.lastFailure(volumeName, uid)
+  const backingOff = failure !== undefined && failure.retryAt > now
+  const history = s.tracker.history(volumeName, uid)
+  let phase: string
+  if (op) phase = s.stuckAfterMs !== undefined && now - op.startedAt >= s.stuckAfterMs ? `stuck in ${op.name}` : `running ${op.name}`
+  else if (backingOff) phase = 'backing-off'
+  else if (mv?.mountState === 'mounted' && vtm) phase = 'mounted'
+  else if (mv?.mountState === 'uncertain') phase = 'uncertain'
+  else if (mv && !vtm) phase = 'unmounting'
+  else if (vtm?.pluginIsAttachable && !manager.actualState.getAttachedVolume(volumeName)) phase = vtm.reportedInUse ? 'waiting-for-attach' : 'waiting-for-report-in-use'
+  else phase = 'waiting'
+  return {
+    phase,
+    attempts: history?.attempts ?? 0,
+    ...(history?.lastError ? { lastError: history.lastError, lastOperation: history.lastOperation } : {}),
+    ...(failure ? { backoff: { operation: failure.name, retryAt: iso(failure.retryAt), durationMs: failure.durationMs } } : {}),
+  }
+}
+
 /** `/v1/state`. */
 export function stateView(s: StateViewSources): Record<string, unknown> {
   const { manager } = s
   const snap = manager.snapshot()
   const now = s.clock.now()
+  const running = s.tracker.running()
+  const mountedOf = new Map(snap.mounted.map((m) => [`${m.volumeName}\n${m.podName}`, m]))
   return {
     nodeName: s.nodeName,
     mode: s.mode,
@@ -124,6 +169,7 @@ export function stateView(s: StateViewSources): Record<string, unknown> {
       deviceMountable: v.pluginIsDeviceMountable,
       reportedInUse: v.reportedInUse,
       mountRequestTime: iso(v.mountRequestTime),
+      ...progressOf(s, now, running, v.podName, v, mountedOf.get(`${v.volumeName}\n${v.podName}`)),
     })),
     actual: {
       mounted: snap.mounted.map((m) => ({
@@ -147,7 +193,7 @@ export function stateView(s: StateViewSources): Record<string, unknown> {
         mountedPods: a.mountedPods,
       })),
     },
-    pendingOperations: s.tracker.running().map((op) => ({ ...op, startedAt: iso(op.startedAt) })),
+    pendingOperations: running.map((op) => ({ ...op, startedAt: iso(op.startedAt) })),
     backoffs: backoffsOf(manager, now),
     podErrors: Object.fromEntries(snap.podErrors),
     volumesInUse: manager.getVolumesInUse(),
@@ -174,8 +220,7 @@ export function podView(s: StateViewSources, uid: string): Record<string, unknow
   const volumes = [...names].sort().map((outer) => {
     const vtm = desired.find((v) => v.outerVolumeSpecNames.includes(outer))
     const mv = mounted.find((m) => m.outerVolumeSpecName === outer || (vtm !== undefined && m.volumeName === vtm.volumeName))
-    const volumeName = vtm?.volumeName ?? mv?.volumeName
-    if (volumeName === undefined) {
+    if (vtm === undefined && mv === undefined) {
       const spec = specVolume(pod, outer)
       const type = volumeTypeOf(undefined, spec)
       // As the kubelet: a volume no container mounts is not mounted, and nothing waits for it.
@@ -186,31 +231,21 @@ export function podView(s: StateViewSources, uid: string): Record<string, unknow
       }
       return { name: outer, type, phase: spec ? 'not-desired' : 'unknown', desired: false }
     }
-    const op = running.find((o) => o.volumeName === volumeName && (o.podName === uid || o.podName === ''))
-    const failure = manager.executor.lastFailure(volumeName, uid)
-    const backingOff = failure !== undefined && failure.retryAt > now
-    const history = s.tracker.history(volumeName, uid)
+    const volumeName = (vtm?.volumeName ?? mv?.volumeName) as UniqueVolumeName
     const attached = manager.actualState.getAttachedVolume(volumeName)
-    let phase: string
-    if (op) phase = s.stuckAfterMs !== undefined && now - op.startedAt >= s.stuckAfterMs ? `stuck in ${op.name}` : `running ${op.name}`
-    else if (backingOff) phase = 'backing-off'
-    else if (mv?.mountState === 'mounted' && vtm) phase = 'mounted'
-    else if (mv?.mountState === 'uncertain') phase = 'uncertain'
-    else if (mv && !vtm) phase = 'unmounting'
-    else if (vtm?.pluginIsAttachable && !attached) phase = vtm.reportedInUse ? 'waiting-for-attach' : 'waiting-for-report-in-use'
-    else phase = 'waiting'
+    const progress = progressOf(s, now, running, uid, vtm, mv)
     return {
       name: outer,
       volumeName,
       pluginName: vtm?.pluginName ?? mv?.pluginName,
       type: volumeTypeOf(vtm?.pluginName ?? mv?.pluginName, specVolume(pod, outer)),
-      phase,
+      phase: progress.phase,
       desired: vtm !== undefined,
       mountState: mv?.mountState ?? 'not-mounted',
       ...(attached ? { devicePath: attached.devicePath, deviceMountState: attached.deviceMountState } : {}),
-      attempts: history?.attempts ?? 0,
-      ...(history?.lastError ? { lastError: history.lastError, lastOperation: history.lastOperation } : {}),
-      ...(failure ? { backoff: { operation: failure.name, retryAt: iso(failure.retryAt), durationMs: failure.durationMs } } : {}),
+      attempts: progress.attempts,
+      ...(progress.lastError ? { lastError: progress.lastError, lastOperation: progress.lastOperation } : {}),
+      ...(progress.backoff ? { backoff: progress.backoff } : {}),
     }
   })
   return {

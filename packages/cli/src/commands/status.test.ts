@@ -3,7 +3,7 @@ import { type Agent, startAgent } from '@kubevol/agent'
 import { parse } from 'yaml'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { cli, manifestDir } from '../../test/helpers.js'
-import { ERROR_WIDTH } from '../output.js'
+import { ERROR_WIDTH, causeOf } from '../output.js'
 
 let agent: Agent
 let server: string
@@ -54,29 +54,39 @@ describe('kubevol status', () => {
     await vi.waitFor(async () => {
       const r = await cli(['status', '--server', server, '-o', 'wide'])
       expect(r.stdout).toMatch(/^POD\s+VOLUME\s+TYPE\s+PHASE\s+UID\s+UNIQUE NAME\s+ERROR$/m)
-      const state = JSON.parse((await cli(['status', '--server', server, '-o', 'json'])).stdout) as { backoffs: { error: string }[] }
-      const error = state.backoffs[0]?.error ?? ''
-      expect(error.length).toBeGreaterThan(ERROR_WIDTH)
+      const state = JSON.parse((await cli(['status', '--server', server, '-o', 'json'])).stdout) as { desired: { pod: string; lastError?: string }[] }
+      const error = state.desired.find((d) => d.pod === 'default/stuck')?.lastError ?? ''
+      expect(error).toMatch(/^MountVolume\.SetUp failed for volume "cfg" \(UniqueName: .*\) pod "stuck" \(UID: .*\) : configmap "missing" not found$/)
       expect(r.stdout).toContain(error)
     }, 10_000)
   })
 
-  it('cuts the error column of the table to a sane width, and shows retries and types as run does', async () => {
-    // A retry running at the moment of the call shows as "running volume_mount": read again until the
-    // volume is between two attempts.
-    const { r, stuck } = await vi.waitFor(async () => {
-      const r = await cli(['status', '--server', server])
-      const stuck = r.stdout.split('\n').find((l) => l.startsWith('default/stuck'))!
-      expect(stuck).toMatch(/backing-off \(retry (in \d+s|now)\)/)
-      return { r, stuck }
-    }, 10_000)
-    expect(stuck).toMatch(/…$/)
-    const error = stuck.slice(stuck.lastIndexOf('  ') + 2)
-    expect(error.length).toBe(ERROR_WIDTH)
+  it('shows the cause of an error in the table, its failures and retries, and types as run does', async () => {
+    const r = await cli(['status', '--server', server])
+    const stuck = r.stdout.split('\n').find((l) => l.startsWith('default/stuck'))!
+    // The kubelet's text puts the cause last: the table gives the cause, not the operation's preamble.
+    expect(stuck).toMatch(/^default\/stuck\s+cfg\s+configmap\s+\S.*\(\d+ failures?.*\)\s+configmap "missing" not found$/)
     for (const l of r.stdout.split('\n')) expect(l.length).toBeLessThan(200)
     // The same label as `run` gives a Memory emptyDir.
     expect(r.stdout).toMatch(/^default\/web\s+cache\s+empty-dir \(Memory\)\s+mounted/m)
     expect(r.stdout).not.toMatch(/\d{4}-\d\d-\d\dT/)
+    // Between two attempts the time of the next is shown.
+    await vi.waitFor(async () => {
+      const again = (await cli(['status', '--server', server])).stdout.split('\n').find((l) => l.startsWith('default/stuck'))!
+      expect(again).toMatch(/backing-off \(\d+ failures?, retry (in \d+s|now)\)/)
+    }, 10_000)
+  })
+
+  it.each([
+    ['an operation\'s text', 'MountVolume.SetUp failed for volume "cfg" (UniqueName: "kubernetes.io/configmap/u-cfg") pod "web" (UID: "u") : configmap "web-config" not found', 'configmap "web-config" not found'],
+    ['one without a pod', 'UnmountDevice failed for volume "d" (UniqueName: "kubernetes.io/csi/x^y") : rpc error: code = Unavailable', 'rpc error: code = Unavailable'],
+    ['one with a cause and no colon', 'MountVolume.MountOptionSupport check failed for volume "v" (UniqueName: "u") pod "p" (UID: "u") mount options are not supported for this volume type', 'mount options are not supported for this volume type'],
+    ['a text of no operation', 'unmounted volumes=[cfg], unattached volumes=[], failed to process volumes=[]: context deadline exceeded', `…${'unattached volumes=[], failed to process volumes=[]: context deadline exceeded'.slice(-(ERROR_WIDTH - 1))}`],
+    ['a long path, to its last two levels', 'MountVolume.SetUp failed for volume "f" (UniqueName: "u") pod "p" (UID: "u") : EIO: mount /var/lib/kubelet/pods/6f1c2a9e-0d4b-4c55-9a7e-3b2f1d0c8e77/volumes/kubernetes.io~empty-dir/f: injected fault', 'EIO: mount …/kubernetes.io~empty-dir/f: injected fault'],
+    ['a long cause, its end kept', `MountVolume.MountDevice failed for volume "d" (UniqueName: "u") : mount failed: exit status 32\nOutput: ${'x'.repeat(80)} wrong fs type`, `…${`${'x'.repeat(80)} wrong fs type`.slice(-(ERROR_WIDTH - 1))}`],
+  ])('cuts %s to its cause', (_name, message, cause) => {
+    expect(causeOf(message)).toBe(cause)
+    expect(causeOf(message).length).toBeLessThanOrEqual(ERROR_WIDTH)
   })
 
   it('leaves the header rows out with --no-headers', async () => {
@@ -108,6 +118,43 @@ describe('kubevol status', () => {
     const r = await cli(['status', '--server', 'http://127.0.0.1:1'])
     expect(r.code).toBe(3)
     expect(r.stderr).toMatch(/^error: cannot reach the agent at http:\/\/127\.0\.0\.1:1 .*--server\n$/)
+  })
+})
+
+describe('status and explain', () => {
+  it('read the same state: a volume retried after failures shows them while its operation runs', async () => {
+    const host = createMemoryHost()
+    const dir = manifestDir(false)
+    dir.write('flaky.yaml', 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: flaky\nspec:\n  containers: [{ name: c, volumeMounts: [{ name: f, mountPath: /f }] }]\n  volumes: [{ name: f, emptyDir: { medium: Memory } }]\n')
+    const isFlaky = (call: { method: string; path?: string }) => call.method === 'mount' && /kubernetes\.io~empty-dir\/f$/.test(call.path ?? '')
+    const failing = host.faults.failOn(isFlaky, 'EIO')
+    const flaky = await startAgent(
+      { nodeName: 'n2', mode: 'static', manifestDir: dir.dir, port: 0, statsPeriodMs: 0, podSyncRetryMs: 50 },
+      { host, log: { silent: true }, manager: { backoff: { initialMs: 20, maxMs: 40 } } },
+    )
+    try {
+      const uid = await vi.waitFor(() => {
+        const u = flaky.pods.getPods()[0]?.metadata.uid as string
+        expect((flaky.pod(u) as { volumes: { attempts: number }[] }).volumes[0]!.attempts).toBeGreaterThanOrEqual(2)
+        return u
+      }, 10_000)
+      // The next attempt hangs: no backoff runs now, yet the failures before it are still the story.
+      const hang = host.faults.hangOn(isFlaky)
+      failing()
+      await hang.reached()
+      const fromStatus = JSON.parse((await cli(['status', '--server', flaky.url, '-o', 'json'])).stdout) as { desired: Record<string, unknown>[] }
+      const fromExplain = JSON.parse((await cli(['explain', uid, '--server', flaky.url, '-o', 'json'])).stdout) as { volumes: Record<string, unknown>[] }
+      const progress = (v: Record<string, unknown>) => ({ phase: v.phase, attempts: v.attempts, lastError: v.lastError, lastOperation: v.lastOperation })
+      expect(progress(fromStatus.desired[0]!)).toEqual(progress(fromExplain.volumes[0]!))
+      expect(progress(fromStatus.desired[0]!)).toMatchObject({ phase: 'running volume_mount', lastOperation: 'volume_mount', lastError: expect.stringMatching(/EIO/) })
+      const table = (await cli(['status', '--server', flaky.url])).stdout
+      expect(table).toMatch(/^default\/flaky\s+f\s+empty-dir \(Memory\)\s+running volume_mount \(\d+ failures\)\s+EIO: mount …\/kubernetes\.io~empty-dir\/f: injected fault$/m)
+      hang.release()
+      await vi.waitFor(async () => expect((await cli(['status', '--server', flaky.url])).stdout).toMatch(/^default\/flaky\s+f\s+empty-dir \(Memory\)\s+mounted$/m), 10_000)
+    } finally {
+      await flaky.stop()
+      dir.cleanup()
+    }
   })
 })
 

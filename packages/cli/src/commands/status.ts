@@ -6,7 +6,7 @@
 import { readFile } from 'node:fs/promises'
 import { ageOf, eventAge, untilOf } from '../age.js'
 import { CliError, CommandFailed, EXIT } from '../errors.js'
-import { type Io, type OutputFormat, type TableOptions, renderData, renderTable, tableOptions, truncate } from '../output.js'
+import { type Io, type OutputFormat, type TableOptions, causeOf, renderData, renderTable, tableOptions } from '../output.js'
 import type { ParsedCommand } from '../parse.js'
 import { waitForSignal } from '../signals.js'
 
@@ -50,15 +50,23 @@ interface WorkerView {
   readonly lastError?: string
 }
 
+/** Where a (volume, pod) stands: the same fields in /v1/state's desired volumes and in /v1/pods/<uid>. */
+interface VolumeProgress {
+  readonly phase: string
+  readonly attempts: number
+  readonly lastError?: string
+  readonly lastOperation?: string
+  readonly backoff?: { operation: string; retryAt: string; durationMs: number }
+}
+
 interface StateView {
   readonly nodeName: string
   readonly mode: string
   readonly time?: string
   readonly sourcesReady: boolean
   readonly statesSynced: boolean
-  readonly desired: readonly { volumeName: string; podUID: string; pod: string; outerVolumeSpecNames: string[]; pluginName: string; type?: string }[]
+  readonly desired: readonly ({ volumeName: string; podUID: string; pod: string; outerVolumeSpecNames: string[]; pluginName: string; type?: string } & VolumeProgress)[]
   readonly actual: { mounted: readonly { volumeName: string; podUID: string; outerVolumeSpecName: string; pluginName: string; type?: string; mountState: string }[] }
-  readonly backoffs: readonly { volumeName: string; podName: string; error: string; retryAt: string }[]
   readonly pods?: readonly WorkerView[]
 }
 
@@ -66,6 +74,15 @@ interface StateView {
 const nowOf = (state: { time?: string }): number => (state.time ? Date.parse(state.time) : Date.now())
 /** The agent's label, or the plugin's short name from an older agent. */
 const typeLabel = (type: string | undefined, plugin: string | undefined): string => type ?? (plugin ? plugin.slice(plugin.lastIndexOf('/') + 1) : '')
+
+/** A volume's phase, with its failures in a row and when it is tried again. */
+function phaseOf(v: VolumeProgress, now: number): string {
+  const notes = [
+    ...(v.attempts > 0 && v.lastError !== undefined ? [`${v.attempts} ${v.attempts === 1 ? 'failure' : 'failures'}`] : []),
+    ...(v.phase === 'backing-off' && v.backoff ? [`retry ${untilOf(v.backoff.retryAt, now)}`] : []),
+  ]
+  return notes.length > 0 ? `${v.phase} (${notes.join(', ')})` : v.phase
+}
 
 /** The `status` text of one /v1/state answer. */
 function renderStatus(state: StateView, format: 'table' | 'wide', table: TableOptions): string {
@@ -77,15 +94,13 @@ function renderStatus(state: StateView, format: 'table' | 'wide', table: TableOp
   for (const d of state.desired) podName.set(d.podUID, d.pod)
   const rows: unknown[][] = []
   const seen = new Set<string>()
-  const mountedOf = (uid: string, volume: string) => state.actual.mounted.find((m) => m.podUID === uid && m.volumeName === volume)
   for (const d of state.desired) {
-    const m = mountedOf(d.podUID, d.volumeName)
-    const backoff = state.backoffs.find((b) => b.volumeName === d.volumeName && (b.podName === d.podUID || b.podName === ''))
     seen.add(`${d.podUID}\n${d.volumeName}`)
-    const phase = backoff ? `backing-off (retry ${untilOf(backoff.retryAt, now)})` : (m?.mountState ?? 'waiting')
-    const row = [d.pod, d.outerVolumeSpecNames.join(','), typeLabel(d.type, d.pluginName), phase]
-    if (wide) row.push(d.podUID, d.volumeName, backoff?.error ?? '')
-    else row.push(truncate(backoff?.error ?? ''))
+    const row = [d.pod, d.outerVolumeSpecNames.join(','), typeLabel(d.type, d.pluginName), phaseOf(d, now)]
+    // The last error stays until an operation succeeds, also between two attempts.
+    const error = d.lastError ?? ''
+    if (wide) row.push(d.podUID, d.volumeName, error)
+    else row.push(causeOf(error))
     rows.push(row)
   }
   for (const m of state.actual.mounted) {
@@ -101,7 +116,7 @@ function renderStatus(state: StateView, format: 'table' | 'wide', table: TableOp
     out += '\n'
     out += renderTable(
       ['pod', 'phase', 'failed syncs', 'last error'],
-      state.pods.map((w) => [`${w.namespace}/${w.name}`, w.phase, w.attempts, wide ? (w.lastError ?? '') : truncate(w.lastError ?? '')]),
+      state.pods.map((w) => [`${w.namespace}/${w.name}`, w.phase, w.attempts, wide ? (w.lastError ?? '') : causeOf(w.lastError ?? '')]),
       table,
     )
   }
