@@ -165,3 +165,14 @@ export class ConfigError extends KubevolError {
 export function errorMessage(err: unknown): string {
   return err instanceof Error ? err.message : String(err)
 }
+
+/**
+ * A container's mounts cannot be made (`containerMounts`): a volume it names is not mounted yet, a
+ * subPath or a mount's options are refused. The message is the kubelet's text for the same case,
+ * as it would show in the container's `CreateContainerConfigError`.
+ */
+export class ContainerMountsError extends KubevolError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('ContainerMountsError', message, options)
+  }
+}

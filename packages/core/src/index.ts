@@ -29,6 +29,16 @@ export {
   WAIT_FOR_ATTACH_TIMEOUT_MS,
   type WaitOptions,
 } from './volume-manager.js'
+// What a runtime gives each container: its mounts and devices, as the kubelet makes them, and as OCI mounts.
+export {
+  type ContainerDevice,
+  type ContainerMount,
+  type ContainerMounts,
+  type ContainerMountsOptions,
+  containerMounts,
+  type MountPropagation,
+} from './containers/container-mounts.js'
+export { type OciMount, ociMounts, ociRootfsPropagation } from './containers/oci-mounts.js'
 // What a snapshot, an event and a housekeeping pass hand back (the classes behind them are in ./engine).
 export type { Attachability, AttachedVolume, DeviceMountState, MountedVolume, VolumeMountState } from './cache/actual-state.js'
 export type { VolumeToMount } from './cache/desired-state.js'
@@ -139,6 +149,7 @@ export { type FieldError, type FieldPath, validatePod } from './api/validation.j
 // Errors
 export {
   ConfigError,
+  ContainerMountsError,
   errorMessage,
   type FailureKind,
   failureKind,

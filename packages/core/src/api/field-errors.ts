@@ -52,6 +52,11 @@ export function notFoundField(path: FieldPath, value: unknown): FieldError {
   return { path, message: `${fieldPathString(path)}: Not found: ${quoteValue(value)}` }
 }
 
+/** `<field>: Unsupported value: "<value>": supported values: "a", "b"` */
+export function notSupportedField(path: FieldPath, value: unknown, supported: readonly string[]): FieldError {
+  return { path, message: `${fieldPathString(path)}: Unsupported value: ${quoteValue(value)}: supported values: ${supported.map((v) => JSON.stringify(v)).join(', ')}` }
+}
+
 /** `<field>: Forbidden: <detail>` */
 export function forbiddenField(path: FieldPath, detail: string): FieldError {
   return { path, message: `${fieldPathString(path)}: Forbidden: ${detail}` }

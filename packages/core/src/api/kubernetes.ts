@@ -116,7 +116,10 @@ export interface VolumeMount {
   readonly readOnly?: boolean
   readonly subPath?: string
   readonly subPathExpr?: string
-  readonly mountPropagation?: string
+  /** `None` (the default), `HostToContainer` or `Bidirectional` (privileged containers only). */
+  readonly mountPropagation?: 'None' | 'HostToContainer' | 'Bidirectional' | (string & {})
+  /** `Disabled` (the default), `IfPossible` or `Enabled`; the latter two need `readOnly`. */
+  readonly recursiveReadOnly?: 'Disabled' | 'IfPossible' | 'Enabled' | (string & {})
 }
 
 export interface VolumeDevice {
@@ -143,7 +146,7 @@ export interface Container {
   readonly volumeDevices?: readonly VolumeDevice[]
   readonly resources?: ResourceRequirements
   readonly env?: readonly { readonly name: string; readonly value?: string; readonly valueFrom?: unknown }[]
-  readonly securityContext?: { readonly seLinuxOptions?: SELinuxOptions; readonly runAsUser?: number }
+  readonly securityContext?: { readonly seLinuxOptions?: SELinuxOptions; readonly runAsUser?: number; readonly privileged?: boolean }
 }
 
 export interface PodSecurityContext {

@@ -38,6 +38,11 @@ describe('validatePod: what the API server refuses, in its words', () => {
     expect(validatePod(pod((p) => (p.metadata.uid = 'd41d8cd98f00b204e9800998ecf8427e')))).toEqual([])
     expect(validatePod(pod((p) => delete p.metadata.uid))).toEqual([])
     expect(validatePod(pod((p) => (p.metadata.name = 'web.example-1')))).toEqual([])
+    const privilegedBidirectional = (p: Loose) => {
+      p.spec.containers[0].securityContext = { privileged: true }
+      p.spec.containers[0].volumeMounts.push({ name: 'data', mountPath: '/b', mountPropagation: 'Bidirectional' }, { name: 'data', mountPath: '/r', readOnly: true, recursiveReadOnly: 'IfPossible', mountPropagation: 'None' })
+    }
+    expect(validatePod(pod(privilegedBidirectional))).toEqual([])
   })
 
   it.each<{ name: string; edit: Edit; errors: string[] }>([
@@ -98,6 +103,34 @@ describe('validatePod: what the API server refuses, in its words', () => {
       name: 'a subPath in an ephemeral container',
       edit: (p) => (p.spec.ephemeralContainers = [{ name: 'debug', volumeMounts: [{ name: 'data', mountPath: '/d', subPath: 'x' }] }]),
       errors: ['spec.ephemeralContainers[0].volumeMounts[0].subPath: Forbidden: cannot be set for an Ephemeral Container'],
+    },
+    {
+      name: 'a subPathExpr in an ephemeral container',
+      edit: (p) => (p.spec.ephemeralContainers = [{ name: 'debug', volumeMounts: [{ name: 'data', mountPath: '/d', subPathExpr: 'x' }] }]),
+      errors: ['spec.ephemeralContainers[0].volumeMounts[0].subPathExpr: Forbidden: cannot be set for an Ephemeral Container'],
+    },
+    {
+      name: 'an unknown mountPropagation',
+      edit: (p) => (p.spec.containers[0].volumeMounts[0].mountPropagation = 'Shared'),
+      errors: ['spec.containers[0].volumeMounts[0].mountPropagation: Unsupported value: "Shared": supported values: "Bidirectional", "HostToContainer", "None"'],
+    },
+    {
+      name: 'Bidirectional in an unprivileged container',
+      edit: (p) => (p.spec.containers[0].volumeMounts[0].mountPropagation = 'Bidirectional'),
+      errors: ['spec.containers[0].volumeMounts[0].mountPropagation: Forbidden: Bidirectional mount propagation is available only to privileged containers'],
+    },
+    {
+      name: 'recursiveReadOnly without readOnly, with propagation',
+      edit: (p) => Object.assign(p.spec.containers[0].volumeMounts[0], { recursiveReadOnly: 'Enabled', mountPropagation: 'HostToContainer' }),
+      errors: [
+        'spec.containers[0].volumeMounts[0].recursiveReadOnly: Forbidden: may only be specified when readOnly is true',
+        'spec.containers[0].volumeMounts[0].recursiveReadOnly: Forbidden: may only be specified when mountPropagation is None or not specified',
+      ],
+    },
+    {
+      name: 'an unknown recursiveReadOnly',
+      edit: (p) => Object.assign(p.spec.containers[0].volumeMounts[0], { recursiveReadOnly: 'Always', readOnly: true }),
+      errors: ['spec.containers[0].volumeMounts[0].recursiveReadOnly: Unsupported value: "Always": supported values: "Disabled", "Enabled", "IfPossible"'],
     },
     { name: 'a device of a missing volume', edit: (p) => (p.spec.containers[0].volumeDevices[0].name = 'nope'), errors: ['spec.containers[0].volumeDevices[0].name: Not found: "nope"'] },
     {

@@ -22,6 +22,7 @@ import {
   wrongTypeField,
 } from './field-errors.js'
 import type { Pod } from './kubernetes.js'
+import { mountPropagationErrors, recursiveReadOnlyErrors } from './mount-validation.js'
 import { validatePodVolumes } from './volume-validation.js'
 
 export type { FieldError, FieldPath } from './field-errors.js'
@@ -107,6 +108,8 @@ function containerVolumeErrors(container: Entry & { readonly list: string }, vol
   const errors: FieldError[] = []
   const mountPaths = new Set<string>()
   const mountNames = new Set<string>()
+  const securityContext = container.value.securityContext
+  const privileged = isObject(securityContext) && securityContext.privileged === true
   for (const { path, value: m } of objectsOf([...container.path, 'volumeMounts'], container.value.volumeMounts, errors)) {
     if (typeof m.name !== 'string' || m.name === '') errors.push(requiredField([...path, 'name']))
     else if (!volumes.has(m.name)) errors.push(notFoundField([...path, 'name'], m.name))
@@ -117,6 +120,8 @@ function containerVolumeErrors(container: Entry & { readonly list: string }, vol
     const hasSubPath = m.subPath !== undefined && m.subPath !== null && m.subPath !== ''
     const hasExpr = m.subPathExpr !== undefined && m.subPathExpr !== null && m.subPathExpr !== ''
     if (container.list === 'ephemeralContainers' && hasSubPath) errors.push(forbiddenField([...path, 'subPath'], 'cannot be set for an Ephemeral Container'))
+    if (container.list === 'ephemeralContainers' && hasExpr) errors.push(forbiddenField([...path, 'subPathExpr'], 'cannot be set for an Ephemeral Container'))
+    errors.push(...mountPropagationErrors(m, privileged, path), ...recursiveReadOnlyErrors(m, path))
     for (const key of ['subPath', 'subPathExpr'] as const) {
       const value = m[key]
       if (value === undefined || value === null || value === '') continue
@@ -153,7 +158,9 @@ function containerVolumeErrors(container: Entry & { readonly list: string }, vol
  * metadata.name (DNS-1123 subdomain), metadata.namespace (label), metadata.uid ({@link podUIDError}),
  * container names (labels, unique over init, regular and ephemeral containers), volumes (names,
  * duplicates, modes), each volumeMount (an existing volume, a unique mountPath, subPath and
- * subPathExpr relative without `..` and not both) and volumeDevice (an existing claim volume, a
+ * subPathExpr relative without `..` and not both, none in an ephemeral container, a known
+ * mountPropagation and Bidirectional only when privileged, recursiveReadOnly only read-only and
+ * without propagation) and volumeDevice (an existing claim volume, a
  * unique devicePath without `..`, not also mounted). `pod` may be anything a manifest holds: a
  * wrong type is an error, never an exception.
  */

@@ -134,7 +134,7 @@ export class ManagerEngine implements VolumeManager {
         dsw.getPods().has(pod) ||
         asw.podHasPossiblyMountedVolumes(pod),
     })
-    this.#waiters = new PodWaiters({ dsw, asw, plugins: this.pluginManager, clock, polling: this.#polling })
+    this.#waiters = new PodWaiters({ dsw, asw, plugins: this.pluginManager, paths: this.paths, clock, polling: this.#polling })
     dsw.changes.subscribe(this.#onVolumeChange)
     asw.changes.subscribe(this.#onVolumeChange)
   }

@@ -4,6 +4,7 @@ import { specFromVolume } from '../api/volume-spec.js'
 import { ActualStateOfWorld } from '../cache/actual-state.js'
 import type { DesiredStateOfWorld } from '../cache/desired-state.js'
 import { systemClock } from '../clock.js'
+import { createPaths } from '../paths.js'
 import { buildPod, fakeVolume } from '../testing/builders.js'
 import { createFakePlugin } from '../testing/fake-plugin.js'
 import { createTestPluginManager } from '../testing/plugin-context.js'
@@ -47,8 +48,8 @@ describe('PodWaiters.allMounted', () => {
         asw.markVolumeAsAttached(volumeName, spec, '/dev/fake')
         asw.markVolumeAsMounted({ podName: POD, podUID: 'pod', volumeName, outerVolumeSpecName: outer, volumeGidValue: '', spec })
       }
-      const dsw = { getVolumeNamesForPod: () => new Map(desired), getVolumeNameForPod: (_: UniquePodName, outer: string) => desired.get(outer) } as unknown as DesiredStateOfWorld
-      const waiters = new PodWaiters({ dsw, asw, plugins, clock: systemClock, polling: false })
+      const dsw = { getVolumesToMountForPod: () => [], getVolumeNamesForPod: () => new Map(desired), getVolumeNameForPod: (_: UniquePodName, outer: string) => desired.get(outer) } as unknown as DesiredStateOfWorld
+      const waiters = new PodWaiters({ dsw, asw, plugins, paths: createPaths('/var/lib/kubevol'), clock: systemClock, polling: false })
       const views = waiters.mountedVolumesForPod(POD)
       for (const expected of [['data'], ['logs'], ['data', 'logs']]) {
         const want = expected.every((name) => views.has(name))
@@ -77,11 +78,12 @@ describe('PodWaiters.waitForAttachAndMount', () => {
     const names = ['a', 'b', 'c']
     const desired = new Map(names.map((n) => [n, `kubevol.io/fake/${n}` as UniqueVolumeName]))
     const dsw = {
+      getVolumesToMountForPod: () => [],
       getVolumeNamesForPod: () => new Map(desired),
       getVolumeNameForPod: (_: UniquePodName, outer: string) => desired.get(outer),
       popPodErrors: () => [],
     } as unknown as DesiredStateOfWorld
-    const waiters = new PodWaiters({ dsw, asw, plugins, clock: systemClock, polling: false })
+    const waiters = new PodWaiters({ dsw, asw, plugins, paths: createPaths('/var/lib/kubevol'), clock: systemClock, polling: false })
     const pod = buildPod({ uid: 'pod', volumes: names.map((n) => fakeVolume(n, n)) })
     const mount = (n: string): void => {
       const spec = specFromVolume(fakeVolume(n, n))

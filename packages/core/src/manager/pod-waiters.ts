@@ -10,7 +10,10 @@
 import type { Pod } from '../api/kubernetes.js'
 import { type UniquePodName, type UniqueVolumeName, expectedVolumeNames, uniquePodName } from '../api/names.js'
 import { podUIDError } from '../api/validation.js'
-import type { ActualStateOfWorld } from '../cache/actual-state.js'
+import type { ActualStateOfWorld, MountedVolume } from '../cache/actual-state.js'
+import { isBlockSpec } from '../api/volume-spec.js'
+import { type Paths, joinPath } from '../paths.js'
+import type { MounterAttributes } from '../plugins/plugin.js'
 import type { DesiredStateOfWorld } from '../cache/desired-state.js'
 import type { Clock, Timer } from '../clock.js'
 import { ConfigError, VolumeAttachLimitExceededError, WaitError } from '../errors.js'
@@ -28,19 +31,35 @@ export interface WaitOptions {
   readonly timeoutMs?: number
 }
 
-/** A mounted volume as `getMountedVolumesForPod` reports it, keyed by outer name. */
+/**
+ * A mounted volume as `getMountedVolumesForPod` reports it, keyed by outer name: what a runtime
+ * needs to give it to the pod's containers (see `containerMounts`).
+ */
 export interface MountedVolumeInfo {
   readonly volumeName: UniqueVolumeName
   readonly innerVolumeSpecName: string
   readonly pluginName: string
+  /** The volume's spec says read-only (`persistentVolumeClaim.readOnly`); a device is then given `r`. */
   readonly readOnly: boolean
   readonly volumeGidValue: string
+  /**
+   * A file system volume: where it is on the host for this pod (the kubelet's `Mounter.GetPath()`),
+   * what its plugin says of it (`readOnly`: the plugin mounts it read-only, as configMap, secret,
+   * downwardAPI and projected; `managed` and `seLinuxRelabel`: the runtime may relabel it), and the
+   * directory under which the manager binds the pod's subPaths of it (`<dir>/<container>/<index>`).
+   */
+  readonly filesystem?: { readonly path: string; readonly attributes: MounterAttributes; readonly subPathsDir: string }
+  /** A block volume: the pod's link to the mapped device (the kubelet's `GetPodDeviceMapPath()` joined). */
+  readonly block?: { readonly devicePath: string }
+  /** The SELinux context the volume is mounted with (`-o context=`), or empty: then it is not relabelled again. */
+  readonly seLinuxMountContext: string
 }
 
 export interface PodWaitersOptions {
   readonly dsw: DesiredStateOfWorld
   readonly asw: ActualStateOfWorld
   readonly plugins: PluginManager
+  readonly paths: Paths
   readonly clock: Clock
   /** Poll every 300 ms (the kubelet's way) instead of being told of changes. */
   readonly polling: boolean
@@ -157,6 +176,8 @@ export class PodWaiters {
       list.push(outer)
       outerByVolume.set(volumeName, list)
     }
+    const podOf = (): Pod => dsw.getVolumesToMountForPod(podName)[0]?.pod ?? { metadata: { uid: mounted[0]?.podUID ?? podName } }
+    let pod: Pod | undefined
     for (const mv of mounted) {
       const info: MountedVolumeInfo = {
         volumeName: mv.volumeName,
@@ -164,10 +185,34 @@ export class PodWaiters {
         pluginName: mv.pluginName,
         readOnly: mv.spec.readOnly,
         volumeGidValue: mv.volumeGidValue,
+        seLinuxMountContext: mv.seLinuxMountContext,
+        ...this.#placeOf(mv, (pod ??= podOf())),
       }
       for (const outer of outerByVolume.get(mv.volumeName) ?? [mv.outerVolumeSpecName]) result.set(outer, info)
     }
     return result
+  }
+
+  /**
+   * Where a mounted volume is for its pod, as its plugin says (a mounter or a block mapper is made
+   * and asked, nothing run). Nothing when the plugin is gone or cannot say: a runtime then finds no
+   * volume to give the container, as the kubelet with a nil mounter.
+   */
+  #placeOf(mv: MountedVolume, pod: Pod): Pick<MountedVolumeInfo, 'filesystem' | 'block'> {
+    try {
+      const plugin = this.#o.plugins.findPluginByName(mv.pluginName)
+      if (isBlockSpec(mv.spec)) {
+        const mapper = plugin.block?.newBlockVolumeMapper(mv.spec, pod)
+        if (!mapper) return {}
+        const { dir, linkName } = mapper.getPodDeviceMapPath()
+        return { block: { devicePath: joinPath(dir, linkName) } }
+      }
+      const mounter = plugin.newMounter(mv.spec, pod)
+      const subPathsDir = this.#o.paths.podSubPathsDir(mv.podUID, mv.innerVolumeSpecName)
+      return { filesystem: { path: mounter.getPath(), attributes: mounter.getAttributes(), subPathsDir } }
+    } catch {
+      return {}
+    }
   }
 
   /**

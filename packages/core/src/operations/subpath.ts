@@ -71,19 +71,40 @@ function expand(input: string, env: ReadonlyMap<string, string>): string {
   })
 }
 
+/**
+ * A `subPathExpr` expanded from the container's environment as the kubelet does it
+ * (`ExpandContainerVolumeMounts`): every `$(VAR)` is replaced, `$$` is a `$`, and a variable that is
+ * not set or is empty is missing (the kubelet then refuses to start the container with `missing
+ * value for A, B`). The environment is what is known without the runtime: values and the pod's
+ * fieldRefs.
+ */
+export function expandSubPathExpr(pod: Pod, container: Container, expr: string): { readonly subPath: string } | { readonly missing: readonly string[] } {
+  const env = containerEnv(pod, container)
+  const missing = new Set<string>()
+  const subPath = expr.replace(/\$\$|\$\(([^)]*)\)/g, (all, name: string | undefined) => {
+    if (all === '$$') return '$'
+    const value = env.get(name as string)
+    if (!value) missing.add(name as string)
+    return value ?? ''
+  })
+  return missing.size > 0 ? { missing: [...missing].sort() } : { subPath }
+}
+
 /** The sub path mounts of the pod volumes named `outerNames`. Throws with the reason on a bad sub path. */
 export function subPathMounts(pod: Pod, outerNames: readonly string[]): SubPathMount[] {
   const names = new Set(outerNames)
   const result: SubPathMount[] = []
   const containers = [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])]
   for (const container of containers) {
-    let env: Map<string, string> | undefined
     ;(container.volumeMounts ?? []).forEach((mount, index) => {
       if (!names.has(mount.name) || (!mount.subPath && !mount.subPathExpr)) return
       let subPath = mount.subPath ?? ''
       if (mount.subPathExpr) {
-        env ??= containerEnv(pod, container)
-        subPath = expand(mount.subPathExpr, env)
+        const expanded = expandSubPathExpr(pod, container, mount.subPathExpr)
+        // A variable without a value: nothing to bind; the container's mounts report it
+        // (`containerMounts`), as the kubelet does when it starts the container.
+        if (!('subPath' in expanded)) return
+        subPath = expanded.subPath
       }
       const invalid = validateSubPath(subPath)
       if (invalid) throw new Error(`failed to prepare subPath for volumeMount "${mount.name}" of container "${container.name}": ${invalid}`)
