@@ -113,6 +113,8 @@ export const DEFAULT_CONTROLLERS: readonly string[] = [
 /** One JSON line of the apiserver's audit log (the fields tests read). */
 export interface AuditEvent {
   readonly stage: string
+  /** RFC 3339 with microseconds. */
+  readonly requestReceivedTimestamp: string
   readonly verb: string
   readonly requestURI: string
   readonly user: { readonly username: string; readonly groups?: readonly string[] }
@@ -152,6 +154,12 @@ export interface ControlPlane {
   request<T = Record<string, unknown>>(method: string, path: string, body?: unknown, options?: { readonly as?: Identity; readonly contentType?: string }): Promise<ApiResponse<T>>
   /** Like {@link request}, failing with the Status message unless the status is 2xx (or one of `accept`). */
   must<T = Record<string, unknown>>(method: string, path: string, body?: unknown, options?: { readonly as?: Identity; readonly contentType?: string; readonly accept?: readonly number[] }): Promise<T>
+  /**
+   * Creates a namespace where pods can run: with the `openshift-service-ca.crt` ConfigMap the kit's
+   * apiserver puts in kube-api-access volumes, and without the controller manager, the `default`
+   * ServiceAccount. `default` and `kube-system` are ready at start. Idempotent.
+   */
+  createNamespace(name: string): Promise<void>
   /** A ServiceAccount token by TokenRequest (created as the administrator). */
   serviceAccountToken(namespace: string, name: string, expirationSeconds?: number): Promise<string>
   /** The audit log file (JSON lines, Metadata level, ResponseComplete stage). */
@@ -345,7 +353,11 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
     const cert = 'user' in as ? clientCertificate(as.user, as.groups) : undefined
     if ('token' in as) headers.authorization = `Bearer ${as.token}`
     const payload = body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body)
-    if (payload !== undefined) headers['content-type'] = opts.contentType ?? 'application/json'
+    if (payload !== undefined) {
+      headers['content-type'] = opts.contentType ?? 'application/json'
+      // Node sends a DELETE's body unframed (no chunking by default): the length keeps the connection usable.
+      headers['content-length'] = String(Buffer.byteLength(payload))
+    }
     return new Promise((resolve, reject) => {
       const req = httpsRequest(`${url}${path}`, { method, headers, ...(cert ? { cert: cert.certPem, key: cert.keyPem, ca: caPem } : { agent: tls }) }, (res) => {
         const chunks: Buffer[] = []
@@ -372,6 +384,19 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
     if ((res.status >= 200 && res.status < 300) || opts.accept?.includes(res.status)) return res.body
     const message = (res.body as { message?: string }).message ?? JSON.stringify(res.body).slice(0, 300)
     throw new Error(`${method} ${path}: HTTP ${res.status}: ${message}`)
+  }
+
+  // The kit's kube-apiserver is built from the Kubernetes tree OpenShift MicroShift vendors: its
+  // ServiceAccount admission plugin adds an `openshift-service-ca.crt` ConfigMap (key service-ca.crt, not
+  // optional) to every kube-api-access volume, which OpenShift's service CA operator publishes in each
+  // namespace. The harness publishes it (the cluster's CA) where pods run, so such a pod can mount.
+  const publishServiceCa = async (namespace: string): Promise<void> => {
+    await must('POST', `/api/v1/namespaces/${namespace}/configmaps`, { metadata: { name: 'openshift-service-ca.crt' }, data: { 'service-ca.crt': caPem } }, { accept: [409] })
+  }
+  const createNamespace = async (name: string): Promise<void> => {
+    await must('POST', '/api/v1/namespaces', { metadata: { name } }, { accept: [409] })
+    await publishServiceCa(name)
+    if (!procs.controllerManager) await must('POST', `/api/v1/namespaces/${name}/serviceaccounts`, { metadata: { name: 'default' } }, { accept: [409] })
   }
 
   const apiServerArgs = [
@@ -496,6 +521,8 @@ current-context: envtest
           `--cluster-signing-key-file=${caKeyFile}`,
           `--cluster-signing-duration=${options.signingDuration ?? '24h'}`,
           `--service-account-private-key-file=${join(dir, 'sa.key')}`,
+          // The PV binder's resync (default 15 s) finishes a pre-bound claim's binding: a test waits for it.
+          '--pvclaimbinder-sync-period=1s',
           ...(options.controllerManagerArgs ?? []),
         ],
         verbose,
@@ -513,6 +540,7 @@ current-context: envtest
     } else {
       await must('POST', '/api/v1/namespaces/default/serviceaccounts', { metadata: { name: 'default' } }, { accept: [409] })
     }
+    for (const ns of ['default', 'kube-system']) await publishServiceCa(ns)
   } catch (err) {
     await stopAll()
     removeDirs()
@@ -551,6 +579,7 @@ current-context: envtest
     },
     kubeconfigFor,
     clientCertificate,
+    createNamespace,
     request,
     must,
     async serviceAccountToken(namespace, name, expirationSeconds = 3600) {
