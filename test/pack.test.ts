@@ -2,7 +2,8 @@
  * What a user gets from npm: packs each published package, lints the tarballs (publint, and attw
  * for the types each resolution mode sees), installs them into an empty folder the way a consumer
  * would, type-checks a consumer with `skipLibCheck: false` under `node16` and `bundler` resolution,
- * and runs the README's embedding example from the installed packages.
+ * and with the oldest and newest TypeScript and `@types/node` a consumer may have, and runs the
+ * README's embedding example from the installed packages.
  *
  * The tarballs' own dependencies (the Kubernetes client, gRPC, koffi, ...) come from the npm cache
  * (`--prefer-offline`), and from the registry only for what the cache lacks.
@@ -61,6 +62,22 @@ const needsOptionalPeer = new Set(['@kubevol/core/testing/host-contract'])
  */
 const ignoredResolutions = new Set(['node10', 'node16-cjs'])
 
+/**
+ * The TypeScript and `@types/node` a consumer may have, at the ends of what the packages support (the
+ * packages' READMEs say the same): TypeScript 5.4 (the oldest that reads zod's types, which the
+ * agent's carry) with the oldest Node's types, and the newest TypeScript with the oldest and newest
+ * Node types. @types/node 24 and later type built-in iterators as disposable (`MapIterator` has
+ * `[Symbol.dispose]`), which a class implementing `ReadonlyMap` must follow. TypeScript 5.4 cannot
+ * read @types/node 26 at all (it needs 5.6), so that pair is not one anybody has. Pinned, so a run is
+ * the same tomorrow: raise the newest when a new major of either is out.
+ */
+const typeMatrix = [
+  { typescript: '5.4.5', typesNode: '20.19.43' },
+  { typescript: '5.9.3', typesNode: '24.19.4' },
+  { typescript: '7.0.2', typesNode: '20.19.43' },
+  { typescript: '7.0.2', typesNode: '26.6.11' },
+] as const
+
 // The workspace's npm_config_* settings (set when vitest runs under `npm test`) must not leak into
 // the empty install folder.
 function npmEnv(): NodeJS.ProcessEnv {
@@ -107,6 +124,47 @@ afterAll(async () => {
   if (work) await rm(work, { recursive: true, force: true })
 })
 
+/** Installs `spec` (`name@version`) into a folder of its own under the work folder; returns the folder. */
+const toolFolders = new Map<string, Promise<string>>()
+function installTool(spec: string): Promise<string> {
+  let folder = toolFolders.get(spec)
+  if (!folder) {
+    folder = (async () => {
+      const dir = join(work, `tool-${spec.replace(/[@/]/g, '_')}`)
+      await mkdir(dir)
+      await writeFile(join(dir, 'package.json'), JSON.stringify({ name: 'tool', private: true }))
+      await run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', spec], { cwd: dir, env: npmEnv(), maxBuffer: 16 * 1024 * 1024 })
+      return dir
+    })()
+    toolFolders.set(spec, folder)
+  }
+  return folder
+}
+
+/** Writes a consumer importing every entry point (and the README's example), and type-checks it with `tsc`. */
+async function typeCheckConsumer(o: { name: string; tsc: string; module: string; resolution: string; typeRoots?: string }): Promise<string> {
+  const imports = entries.filter((id) => !needsOptionalPeer.has(id)).map((id, i) => `import * as entry${i} from '${id}'\nvoid entry${i}`)
+  await writeFile(join(app, `entries-${o.name}.ts`), `${imports.join('\n')}\n`)
+  await writeFile(join(app, `embedding-${o.name}.ts`), `${await readmeEmbedding()}\nexport {}\n`)
+  const tsconfig = {
+    compilerOptions: {
+      module: o.module,
+      moduleResolution: o.resolution,
+      target: 'es2022',
+      lib: ['es2023'],
+      strict: true,
+      skipLibCheck: false,
+      noEmit: true,
+      types: ['node'],
+      ...(o.typeRoots ? { typeRoots: [o.typeRoots] } : {}),
+    },
+    files: [`entries-${o.name}.ts`, `embedding-${o.name}.ts`],
+  }
+  await writeFile(join(app, `tsconfig.${o.name}.json`), JSON.stringify(tsconfig))
+  const result = await run(o.tsc, ['-p', `tsconfig.${o.name}.json`], { cwd: app, maxBuffer: 16 * 1024 * 1024 }).catch((err: { stdout: string; stderr: string }) => err)
+  return `${result.stdout}${result.stderr}`.trim()
+}
+
 describe.each(packages)('$name tarball', (p) => {
   it('ships dist and the sources its maps point to, but no tests and no build info', () => {
     const files = packed.get(p.name)?.files ?? []
@@ -117,6 +175,14 @@ describe.each(packages)('$name tarball', (p) => {
     expect(files.filter((f) => f.includes('__snapshots__'))).toEqual([])
     expect(files.filter((f) => f.includes('.test.'))).toEqual([])
     expect(files.filter((f) => f.endsWith('.tsbuildinfo'))).toEqual([])
+  })
+
+  it("ships the repository's license and the package's changelog", async () => {
+    const files = packed.get(p.name)?.files ?? []
+    expect(files).toEqual(expect.arrayContaining(['LICENSE', 'CHANGELOG.md', 'README.md']))
+    const installed = join(app, 'node_modules', p.name)
+    expect(await readFile(join(installed, 'LICENSE'), 'utf8')).toBe(await readFile(join(repoRoot, 'LICENSE'), 'utf8'))
+    expect(await readFile(join(installed, 'CHANGELOG.md'), 'utf8')).toMatch(new RegExp(`^# ${p.name.replace('/', '\\/')}\n\n## \\d+\\.\\d+\\.\\d+`))
   })
 
   it('has a package.json fit for publishing', async () => {
@@ -187,18 +253,16 @@ describe.each([
   { resolution: 'bundler', module: 'esnext' },
 ])('a TypeScript consumer with moduleResolution $resolution and skipLibCheck false', ({ resolution, module }) => {
   it("type-checks every entry point's declarations and the README's embedding example", async () => {
-    const imports = entries.filter((id) => !needsOptionalPeer.has(id)).map((id, i) => `import * as entry${i} from '${id}'\nvoid entry${i}`)
-    await writeFile(join(app, `entries-${resolution}.ts`), `${imports.join('\n')}\n`)
-    await writeFile(join(app, `embedding-${resolution}.ts`), `${await readmeEmbedding()}\nexport {}\n`)
-    const tsconfig = {
-      compilerOptions: { module, moduleResolution: resolution, target: 'es2022', lib: ['es2023'], strict: true, skipLibCheck: false, noEmit: true, types: ['node'] },
-      files: [`entries-${resolution}.ts`, `embedding-${resolution}.ts`],
-    }
-    await writeFile(join(app, `tsconfig.${resolution}.json`), JSON.stringify(tsconfig))
-    const result = await run(join(app, 'node_modules/.bin/tsc'), ['-p', `tsconfig.${resolution}.json`], { cwd: app, maxBuffer: 16 * 1024 * 1024 }).catch(
-      (err: { stdout: string; stderr: string }) => err,
-    )
-    expect(`${result.stdout}${result.stderr}`.trim()).toBe('')
+    expect(await typeCheckConsumer({ name: resolution, tsc: join(app, 'node_modules/.bin/tsc'), module, resolution })).toBe('')
+  })
+})
+
+describe.each(typeMatrix)('a TypeScript $typescript consumer with @types/node $typesNode and skipLibCheck false', ({ typescript, typesNode }) => {
+  it("type-checks every entry point's declarations and the README's embedding example", async () => {
+    const [compiler, types] = await Promise.all([installTool(`typescript@${typescript}`), installTool(`@types/node@${typesNode}`)])
+    const name = `ts${typescript}-node${typesNode}`
+    const output = await typeCheckConsumer({ name, tsc: join(compiler, 'node_modules/.bin/tsc'), module: 'node16', resolution: 'node16', typeRoots: join(types, 'node_modules/@types') })
+    expect(output).toBe('')
   })
 })
 

@@ -11,6 +11,9 @@ const NONE: unique symbol = Symbol('none')
 /** `#key` of a map whose entries moved to the `Map` in `#value`. */
 const MANY: unique symbol = Symbol('many')
 
+/** What `Map.prototype.keys()` returns, for entries of type `T`; an array's iterator has the same members at run time. */
+type MapIteratorOf<T> = ReturnType<Map<T, unknown>['keys']>
+
 export class SmallMap<K, V> implements ReadonlyMap<K, V> {
   // Two fields rather than key, value, size and map: every volume holds one of these per cache.
   #key: K | typeof NONE | typeof MANY = NONE
@@ -64,19 +67,22 @@ export class SmallMap<K, V> implements ReadonlyMap<K, V> {
 
   // Iteration without generators: the reconciler iterates these on every pass, and a generator
   // with its result objects was most of the garbage a pass made.
-  keys(): IterableIterator<K> {
+  // The return types are Map's own, whatever the consumer's TypeScript and @types/node make of
+  // them (`IterableIterator` before TypeScript 5.6, `MapIterator` after, with `[Symbol.dispose]`
+  // from @types/node 24): a type written here would break `implements ReadonlyMap` for some of them.
+  keys(): MapIteratorOf<K> {
     const map = this.#key === MANY ? (this.#value as Map<K, V>) : undefined
     if (map) return map.keys()
-    return (this.#key === NONE ? [] : [this.#key as K]).values()
+    return (this.#key === NONE ? [] : [this.#key as K]).values() as MapIteratorOf<K>
   }
 
-  values(): IterableIterator<V> {
+  values(): MapIteratorOf<V> {
     const map = this.#key === MANY ? (this.#value as Map<K, V>) : undefined
     if (map) return map.values()
-    return (this.#key === NONE ? [] : [this.#value as V]).values()
+    return (this.#key === NONE ? [] : [this.#value as V]).values() as MapIteratorOf<V>
   }
 
-  entries(): IterableIterator<[K, V]> {
+  entries(): MapIteratorOf<[K, V]> {
     return this[Symbol.iterator]()
   }
 
@@ -89,9 +95,9 @@ export class SmallMap<K, V> implements ReadonlyMap<K, V> {
     }
   }
 
-  [Symbol.iterator](): IterableIterator<[K, V]> {
+  [Symbol.iterator](): MapIteratorOf<[K, V]> {
     const map = this.#key === MANY ? (this.#value as Map<K, V>) : undefined
     if (map) return map.entries()
-    return (this.#key === NONE ? [] : [[this.#key as K, this.#value as V] as [K, V]]).values()
+    return (this.#key === NONE ? [] : [[this.#key as K, this.#value as V] as [K, V]]).values() as MapIteratorOf<[K, V]>
   }
 }
