@@ -1,0 +1,474 @@
+/**
+ * The volume manager on the real kernel with the real CSI hostpath driver (csi-driver-host-path's
+ * `hostpathplugin`) registered through the real `csi-node-driver-registrar`, as a kubelet node runs
+ * them: the registrar's socket in `<root>/plugins_registry`, kubevol's plugin watcher, the gRPC
+ * client. Volumes are created through the driver's controller service (CreateVolume, as an
+ * external-provisioner would), then staged, published, expanded, unpublished and unstaged by
+ * kubevol; the driver is restarted and SIGKILLed in the middle of NodePublishVolume. csi-sanity
+ * checks the reference driver (and so this harness), and the Identity service of kubevol's own
+ * example driver. The binaries come from `KUBEVOL_ENVTEST_ASSETS` (test/real-csi.ts).
+ */
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, readlinkSync, readSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs'
+import { execFileSync } from 'node:child_process'
+import { delimiter, join } from 'node:path'
+import { createMemoryObjectReader, createMemoryPodSource, createVolumeManager, type Pod, type VolumeEvent } from '@kubevol/core'
+import { createCsiDriverRegistry, createCsiPlugin } from '@kubevol/core/plugins'
+import { buildClaim, buildPod, sha256Hex } from '@kubevol/core/testing'
+import { afterEach, expect, it } from 'vitest'
+import { useLinuxHost } from '../../test/harness.js'
+import {
+  type ControllerClient,
+  createControllerClient,
+  describeWithRealCsi,
+  grpcCalls,
+  type RealProcess,
+  startHostpathPlugin,
+  startProcess,
+  startRegistrar,
+} from '../../test/real-csi.js'
+import { parseMountInfo } from '../mountinfo.js'
+import { startPluginWatcher } from './plugin-watcher.js'
+// The reference driver of examples/csi-hostpath-driver: a workspace package, not a declared dependency, since it depends on this one.
+import { startHostpathCsiDriver } from '@kubevol/example-csi-hostpath-driver'
+
+const DRIVER = 'hostpath.csi.k8s.io'
+const MiB = 1 << 20
+const CSI_DIR = 'kubernetes.io~csi'
+
+const mountsUnder = (prefix: string): string[] =>
+  parseMountInfo(readFileSync('/proc/self/mountinfo', 'utf8'))
+    .map((e) => e.target)
+    .filter((t) => t.startsWith(`${prefix}/`))
+    .sort()
+
+async function until(what: string, check: () => boolean | Promise<boolean>, ms = 30_000): Promise<void> {
+  const deadline = Date.now() + ms
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`not reached in ${ms} ms: ${what}`)
+    await new Promise((r) => setTimeout(r, 25))
+  }
+}
+
+/** The loop devices backed by `file` (`losetup -j`, as the driver finds them). */
+const loopsOf = (file: string): string[] =>
+  execFileSync('losetup', ['-j', file], { encoding: 'utf8' })
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => line.split(':')[0] as string)
+
+/** The first `name` on PATH. */
+function onPath(name: string): string {
+  for (const dir of (process.env.PATH ?? '').split(delimiter)) if (dir && existsSync(join(dir, name))) return join(dir, name)
+  throw new Error(`${name} is not on PATH`)
+}
+
+/** One volume of the driver's state.json (Go field names). */
+interface DriverVolume {
+  VolID: string
+  VolName: string
+  VolSize: number
+  VolPath: string
+  Ephemeral: boolean
+  Staged: string[] | null
+  Published: string[] | null
+}
+
+describeWithRealCsi('the volume manager with the real CSI hostpath driver and node-driver-registrar', (assets) => {
+  const h = useLinuxHost()
+  const stops: (() => Promise<void> | void)[] = []
+  afterEach(async () => {
+    for (const stop of stops.splice(0).reverse()) await stop()
+  })
+
+  async function node() {
+    const { host, p } = h()
+    const root = p('kubevol')
+    const socket = `${root}/plugins/${DRIVER}/csi.sock`
+    const registrationDir = `${root}/plugins_registry`
+    const stateDir = p('csi-data-dir')
+    mkdirSync(`${root}/plugins/${DRIVER}`, { recursive: true })
+    // `mount` as the driver runs it: a bind onto a pod's directory waits while the hold file exists,
+    // so that a test can kill the driver in the middle of NodePublishVolume.
+    const bin = p('bin')
+    const hold = p('hold-publish')
+    mkdirSync(bin)
+    writeFileSync(
+      `${bin}/mount`,
+      `#!/bin/sh\ncase "$*" in */pods/*) if [ -e '${hold}' ]; then : > '${hold}.reached'; while [ -e '${hold}' ]; do sleep 0.05; done; fi ;; esac\nexec '${onPath('mount')}' "$@"\n`,
+      { mode: 0o755 },
+    )
+    let driver: RealProcess | undefined
+    let registrar: RealProcess | undefined
+    const startDriver = async () => {
+      driver = await startHostpathPlugin({ assets, socket, stateDir, driverName: DRIVER, nodeId: 'node-1', logFile: p('hostpathplugin.log'), pathPrefix: bin })
+    }
+    const startRegistrarProcess = async () => {
+      registrar = await startRegistrar({ assets, driverSocket: socket, driverName: DRIVER, registrationDir, logFile: p('registrar.log') })
+    }
+    stops.push(async () => {
+      await registrar?.stop()
+      await driver?.stop()
+    })
+    await startDriver()
+    // kubevol's watcher makes plugins_registry (as the kubelet does at start); the registrar binds its socket there.
+    const registry = createCsiDriverRegistry()
+    const watcher = await startPluginWatcher({ rootDir: root, registry, host, rescanIntervalMs: 500 })
+    stops.push(() => watcher.stop())
+    await startRegistrarProcess()
+    await until('the driver registered through plugins_registry', () => registry.get(DRIVER) !== undefined)
+
+    const objects = createMemoryObjectReader()
+    // The CSIDriver object csi-driver-host-path deploys.
+    objects.put('CSIDriver', { metadata: { name: DRIVER }, spec: { attachRequired: false, podInfoOnMount: true, volumeLifecycleModes: ['Persistent', 'Ephemeral'], fsGroupPolicy: 'File' } })
+    const pods = createMemoryPodSource()
+    const events: VolumeEvent[] = []
+    const plugin = createCsiPlugin({ drivers: registry })
+    const manager = createVolumeManager({
+      host,
+      plugins: [plugin],
+      podSource: pods,
+      objects,
+      nodeName: 'node-1',
+      rootDir: root,
+      controllerAttachDetach: false,
+      recorder: { event: (e) => events.push(e) },
+      backoff: { initialMs: 200, maxMs: 2_000 },
+      expansionCheckPeriodMs: 200,
+    })
+    const failures: { name: string; error: string }[] = []
+    manager.subscribe((e) => {
+      if (e.type === 'operation' && e.operation.error) failures.push({ name: e.operation.name, error: e.operation.error })
+    })
+    const stop = new AbortController()
+    const running = manager.run(stop.signal)
+    stops.push(async () => {
+      stop.abort()
+      await running
+    })
+    await plugin.syncDriverObjects()
+    const controller: ControllerClient = createControllerClient(socket)
+    stops.push(() => controller.close())
+
+    /** A PV and bound claim for a volume the controller service created. */
+    const claim = async (name: string, bytes: number, mode: 'Filesystem' | 'Block') => {
+      const volume = await controller.createVolume(`pvc-${name}`, bytes, mode === 'Block' ? 'block' : 'mount')
+      const { pvc, pv } = buildClaim({
+        claim: name,
+        pv: `pv-${name}`,
+        capacity: `${bytes / MiB}Mi`,
+        volumeMode: mode,
+        pvSource: { csi: { driver: DRIVER, volumeHandle: volume.volumeId, volumeAttributes: volume.volumeContext } },
+      })
+      objects.put('PersistentVolumeClaim', pvc)
+      objects.put('PersistentVolume', pv)
+      return { volume, pvc, pv }
+    }
+    // The driver rewrites state.json in place: a read in the middle of a write is read again.
+    let lastVolumes: DriverVolume[] = []
+    const driverVolumes = (): DriverVolume[] => {
+      for (let attempt = 0; attempt < 20; attempt++) {
+        try {
+          lastVolumes = (JSON.parse(readFileSync(`${stateDir}/state.json`, 'utf8')) as { Volumes: DriverVolume[] | null }).Volumes ?? []
+          return lastVolumes
+        } catch {}
+      }
+      return lastVolumes
+    }
+    const driverVolume = (id: string) => driverVolumes().find((v) => v.VolID === id)
+    return {
+      host,
+      p,
+      root,
+      socket,
+      registrationDir,
+      stateDir,
+      hold,
+      registry,
+      objects,
+      pods,
+      events,
+      failures,
+      manager,
+      controller,
+      claim,
+      driverVolume,
+      driverVolumes,
+      calls: () => grpcCalls(p('hostpathplugin.log')).map((c) => c.method),
+      requests: (method: string) => grpcCalls(p('hostpathplugin.log')).filter((c) => c.method === method).map((c) => c.request),
+      driver: () => driver as RealProcess,
+      registrar: () => registrar as RealProcess,
+      startDriver,
+      startRegistrar: startRegistrarProcess,
+      staging: (volumeHandle: string) => `${root}/plugins/kubernetes.io/csi/${DRIVER}/${sha256Hex(volumeHandle)}/globalmount`,
+      target: (uid: string, volume: string) => `${root}/pods/${uid}/volumes/${CSI_DIR}/${volume}/mount`,
+    }
+  }
+
+  it('registers through node-driver-registrar: GetInfo, NodeGetInfo, NotifyRegistrationStatus; unregisters when the registrar stops', async () => {
+    const n = await node()
+    expect(n.registry.get(DRIVER)?.endpoint).toBe(n.socket)
+    expect(n.registry.get(DRIVER)?.versions).toEqual(['1.0.0'])
+    await until('the registrar told of the outcome', () => /PluginRegistered:true/.test(readFileSync(n.registrar().logFile, 'utf8')))
+    expect(n.calls()).toContain('NodeGetInfo')
+    // SIGTERM: the registrar removes its socket, and the watcher the driver.
+    await n.registrar().stop()
+    expect(existsSync(`${n.registrationDir}/${DRIVER}-reg.sock`)).toBe(false)
+    await until('the driver unregistered', () => n.registry.get(DRIVER) === undefined)
+  })
+
+  it('a filesystem volume: NodeStageVolume, NodePublishVolume of the driver directory into the pod, written through; NodeUnpublishVolume and NodeUnstageVolume when the pod goes', async () => {
+    const n = await node()
+    const { volume } = await n.claim('data', 8 * MiB, 'Filesystem')
+    const pod: Pod = buildPod({ uid: 'fs-pod', volumes: [{ name: 'data', persistentVolumeClaim: { claimName: 'data' } }] })
+    n.pods.setPod(pod)
+    await n.manager.waitForAttachAndMount(pod, { timeoutMs: 30_000 })
+    const target = n.target('fs-pod', 'pv-data')
+    const staging = n.staging(volume.volumeId)
+    // hostpathplugin stages by recording the path (no mount there) and publishes by bind mount.
+    expect(mountsUnder(n.root)).toEqual([target])
+    expect(n.driverVolume(volume.volumeId)).toMatchObject({ Staged: [staging], Published: [target] })
+    const calls = n.calls()
+    expect(calls.indexOf('NodeStageVolume')).toBeGreaterThan(-1)
+    expect(calls.indexOf('NodeStageVolume')).toBeLessThan(calls.indexOf('NodePublishVolume'))
+    writeFileSync(`${target}/rows`, 'rows')
+    expect(readFileSync(`${n.stateDir}/${volume.volumeId}/rows`, 'utf8')).toBe('rows')
+
+    n.pods.deletePod('fs-pod')
+    await n.manager.waitForUnmount(pod, { timeoutMs: 30_000 })
+    await until('unstaged and the directories removed', async () => (await n.host.lstat(staging.replace(/\/globalmount$/, ''))) === null)
+    expect(mountsUnder(n.root)).toEqual([])
+    expect(n.driverVolume(volume.volumeId)).toMatchObject({ Staged: [], Published: [] })
+    expect(n.calls().filter((c) => /^Node(Stage|Unstage|Publish|Unpublish)Volume$/.test(c))).toEqual(['NodeStageVolume', 'NodePublishVolume', 'NodeUnpublishVolume', 'NodeUnstageVolume'])
+    expect(await n.host.lstat(`${n.root}/pods/fs-pod/volumes/${CSI_DIR}/pv-data`)).toBeNull()
+    expect(readFileSync(`${n.stateDir}/${volume.volumeId}/rows`, 'utf8')).toBe('rows')
+    await n.controller.deleteVolume(volume.volumeId)
+    expect(existsSync(`${n.stateDir}/${volume.volumeId}`)).toBe(false)
+  })
+
+  it('a raw block volume: the driver loop device staged, published onto a file, linked into the pod and written through; unmapped in reverse', async () => {
+    const n = await node()
+    const { volume } = await n.claim('raw', 16 * MiB, 'Block')
+    const image = `${n.stateDir}/${volume.volumeId}`
+    // CreateVolume attached the image to a loop device; DeleteVolume detaches it.
+    expect(loopsOf(image)).toHaveLength(1)
+    const pod: Pod = buildPod({ uid: 'blk-pod', volumes: [{ name: 'raw', persistentVolumeClaim: { claimName: 'raw' } }], devices: ['raw'] })
+    n.pods.setPod(pod)
+    await n.manager.waitForAttachAndMount(pod, { timeoutMs: 30_000 })
+    const devices = `${n.root}/plugins/kubernetes.io/csi/volumeDevices`
+    const publish = `${devices}/publish/pv-raw/blk-pod`
+    const link = `${n.root}/pods/blk-pod/volumeDevices/${CSI_DIR}/pv-raw`
+    expect(mountsUnder(n.root)).toEqual([publish, `${devices}/pv-raw/dev/blk-pod`].sort())
+    expect(n.driverVolume(volume.volumeId)).toMatchObject({ Staged: [`${devices}/staging/pv-raw`], Published: [publish] })
+    expect(readlinkSync(link)).toBe(publish)
+    expect(statSync(link).isBlockDevice()).toBe(true)
+    const fd = openSync(link, 'r+')
+    writeSync(fd, Buffer.from('raw bytes'), 0, 9, 8192)
+    closeSync(fd)
+
+    n.pods.deletePod('blk-pod')
+    await n.manager.waitForUnmount(pod, { timeoutMs: 30_000 })
+    await until('unmapped and unstaged', async () => mountsUnder(n.root).length === 0 && (await n.host.lstat(`${devices}/pv-raw`)) === null)
+    expect(n.driverVolume(volume.volumeId)).toMatchObject({ Staged: [], Published: [] })
+    expect(await n.host.lstat(link)).toBeNull()
+    expect(await n.host.lstat(`${devices}/staging/pv-raw`)).toBeNull()
+    execFileSync('sync')
+    const check = Buffer.alloc(9)
+    const img = openSync(image, 'r')
+    readSync(img, check, 0, 9, 8192)
+    closeSync(img)
+    expect(check.toString()).toBe('raw bytes')
+    await n.controller.deleteVolume(volume.volumeId)
+    expect(loopsOf(image)).toEqual([])
+  })
+
+  it('an inline ephemeral volume: published with csi.storage.k8s.io/ephemeral=true, so the driver creates it, and deleted by NodeUnpublishVolume with the pod', async () => {
+    const n = await node()
+    const pod: Pod = buildPod({ uid: 'eph-pod', volumes: [{ name: 'scratch', csi: { driver: DRIVER } }] })
+    n.pods.setPod(pod)
+    await n.manager.waitForAttachAndMount(pod, { timeoutMs: 30_000 })
+    const handle = `csi-${sha256Hex('eph-podscratch')}`
+    const target = n.target('eph-pod', 'scratch')
+    expect(mountsUnder(n.root)).toEqual([target])
+    expect(n.driverVolume(handle)).toMatchObject({ VolName: `ephemeral-${handle}`, Ephemeral: true, Published: [target] })
+    // Never staged: an inline volume is published directly.
+    expect(n.calls()).not.toContain('NodeStageVolume')
+    writeFileSync(`${target}/tmp`, 'scratch')
+    expect(readFileSync(`${n.stateDir}/${handle}/tmp`, 'utf8')).toBe('scratch')
+
+    n.pods.deletePod('eph-pod')
+    await n.manager.waitForUnmount(pod, { timeoutMs: 30_000 })
+    await until('the pod volume directory removed', async () => (await n.host.lstat(`${n.root}/pods/eph-pod/volumes/${CSI_DIR}/scratch`)) === null)
+    expect(mountsUnder(n.root)).toEqual([])
+    expect(n.driverVolume(handle)).toBeUndefined()
+    expect(existsSync(`${n.stateDir}/${handle}`)).toBe(false)
+  })
+
+  it('a volume grown by ControllerExpandVolume is expanded on the node in use (NodeExpandVolume on the pod path) and the claim records the new capacity', async () => {
+    const n = await node()
+    const { volume, pvc, pv } = await n.claim('grow', 8 * MiB, 'Filesystem')
+    const pod: Pod = buildPod({ uid: 'grow-pod', volumes: [{ name: 'grow', persistentVolumeClaim: { claimName: 'grow' } }] })
+    n.pods.setPod(pod)
+    await n.manager.waitForAttachAndMount(pod, { timeoutMs: 30_000 })
+    expect(n.calls()).not.toContain('NodeExpandVolume')
+
+    // What external-resizer does: ControllerExpandVolume, then the PV's capacity and the claim's status.
+    const grown = await n.controller.expandVolume(volume.volumeId, 16 * MiB, 'mount')
+    expect(grown).toEqual({ capacityBytes: 16 * MiB, nodeExpansionRequired: true })
+    n.objects.put('PersistentVolume', { ...pv, spec: { ...pv.spec, capacity: { storage: '16Mi' } } })
+    n.objects.put('PersistentVolumeClaim', {
+      ...pvc,
+      spec: { ...pvc.spec, resources: { requests: { storage: '16Mi' } } },
+      status: { ...pvc.status, allocatedResources: { storage: '16Mi' }, allocatedResourceStatuses: { storage: 'NodeResizePending' } },
+    })
+    await until('NodeExpandVolume called', () => n.calls().includes('NodeExpandVolume'))
+    const [request] = n.requests('NodeExpandVolume')
+    expect(request).toMatchObject({
+      volume_id: volume.volumeId,
+      volume_path: n.target('grow-pod', 'pv-grow'),
+      staging_target_path: n.staging(volume.volumeId),
+      capacity_range: { required_bytes: 16 * MiB },
+    })
+    await until('the claim records 16Mi', async () => (await n.objects.getPersistentVolumeClaim('default', 'grow')).status?.capacity?.storage === '16Mi')
+    const status = (await n.objects.getPersistentVolumeClaim('default', 'grow')).status
+    expect(status?.allocatedResourceStatuses?.storage).toBeUndefined()
+    expect(n.calls().filter((c) => c === 'NodeExpandVolume')).toHaveLength(1)
+    expect(n.events.filter((e) => e.type === 'Warning')).toEqual([])
+
+    n.pods.deletePod('grow-pod')
+    await n.manager.waitForUnmount(pod, { timeoutMs: 30_000 })
+    await until('nothing mounted', () => mountsUnder(n.root).length === 0)
+    await until('unstaged', () => n.driverVolume(volume.volumeId)?.Staged?.length === 0)
+  })
+
+  it('the driver restarted with its registrar: the driver is unregistered meanwhile (a pod going away waits with a clear error), registered again, and both pods are served', async () => {
+    const n = await node()
+    const { volume } = await n.claim('keep', 8 * MiB, 'Filesystem')
+    const first: Pod = buildPod({ uid: 'before', volumes: [{ name: 'keep', persistentVolumeClaim: { claimName: 'keep' } }] })
+    n.pods.setPod(first)
+    await n.manager.waitForAttachAndMount(first, { timeoutMs: 30_000 })
+
+    await n.registrar().stop()
+    await n.driver().stop()
+    await until('the driver unregistered', () => n.registry.get(DRIVER) === undefined)
+    n.pods.deletePod('before')
+    await until('the unmount failed for want of the driver', () => n.failures.some((f) => /not found in the list of registered CSI drivers/.test(f.error)))
+    const failed = n.failures.find((f) => /not found in the list of registered CSI drivers/.test(f.error))
+    expect(failed?.error).toContain(`driver name ${DRIVER} not found in the list of registered CSI drivers`)
+    // Nothing was unmounted or removed without the driver.
+    expect(mountsUnder(n.root)).toEqual([n.target('before', 'pv-keep')])
+    expect(n.manager.hasPossiblyMountedVolumesForPod('before')).toBe(true)
+
+    await n.startDriver()
+    await n.startRegistrar()
+    await until('registered again', () => n.registry.get(DRIVER) !== undefined)
+    await n.manager.waitForUnmount(first, { timeoutMs: 30_000 })
+    await until('unstaged', () => n.driverVolume(volume.volumeId)?.Staged?.length === 0)
+    expect(mountsUnder(n.root)).toEqual([])
+
+    const second: Pod = buildPod({ uid: 'after', volumes: [{ name: 'keep', persistentVolumeClaim: { claimName: 'keep' } }] })
+    n.pods.setPod(second)
+    await n.manager.waitForAttachAndMount(second, { timeoutMs: 30_000 })
+    expect(mountsUnder(n.root)).toEqual([n.target('after', 'pv-keep')])
+    n.pods.deletePod('after')
+    await n.manager.waitForUnmount(second, { timeoutMs: 30_000 })
+    await until('unstaged again', () => n.driverVolume(volume.volumeId)?.Staged?.length === 0)
+    expect(mountsUnder(n.root)).toEqual([])
+  })
+
+  it('the driver SIGKILLed in the middle of NodePublishVolume: the mount fails with Unavailable, is retried, and completes once the driver is back; nothing lost or left mounted after the pod goes', async () => {
+    const n = await node()
+    const { volume } = await n.claim('kill', 8 * MiB, 'Filesystem')
+    writeFileSync(`${n.stateDir}/${volume.volumeId}/before`, 'kept')
+    const pod: Pod = buildPod({ uid: 'kill-pod', volumes: [{ name: 'kill', persistentVolumeClaim: { claimName: 'kill' } }] })
+    writeFileSync(n.hold, '')
+    n.pods.setPod(pod)
+    await until('NodePublishVolume reached mount(8)', () => existsSync(`${n.hold}.reached`))
+    const killed = n.driver()
+    await killed.stop('SIGKILL')
+    rmSync(n.hold)
+    const target = n.target('kill-pod', 'pv-kill')
+    await until('the failure reported', () => n.events.some((e) => e.reason === 'FailedMount'))
+    const failure = n.events.find((e) => e.reason === 'FailedMount')
+    expect(failure?.message).toMatch(/Unavailable/)
+    expect(mountsUnder(n.root)).toEqual([])
+    // The registrar stayed: kubevol keeps the driver registered and reaches the new process on the same socket.
+    expect(n.registry.get(DRIVER)).toBeDefined()
+
+    await n.startDriver()
+    await n.manager.waitForAttachAndMount(pod, { timeoutMs: 30_000 })
+    expect(mountsUnder(n.root)).toEqual([target])
+    expect(readFileSync(`${target}/before`, 'utf8')).toBe('kept')
+    writeFileSync(`${target}/after`, 'written')
+    expect(n.driverVolume(volume.volumeId)).toMatchObject({ Staged: [n.staging(volume.volumeId)], Published: [target] })
+
+    n.pods.deletePod('kill-pod')
+    await n.manager.waitForUnmount(pod, { timeoutMs: 30_000 })
+    await until('unstaged', () => n.driverVolume(volume.volumeId)?.Staged?.length === 0)
+    expect(mountsUnder(n.root)).toEqual([])
+    expect(n.driverVolume(volume.volumeId)?.Published).toEqual([])
+    expect(await n.host.lstat(`${n.root}/pods/kill-pod/volumes/${CSI_DIR}/pv-kill`)).toBeNull()
+    expect(readFileSync(`${n.stateDir}/${volume.volumeId}/before`, 'utf8')).toBe('kept')
+    expect(readFileSync(`${n.stateDir}/${volume.volumeId}/after`, 'utf8')).toBe('written')
+  })
+})
+
+describeWithRealCsi('csi-sanity', (assets) => {
+  const h = useLinuxHost()
+  const stops: (() => Promise<void> | void)[] = []
+  afterEach(async () => {
+    for (const stop of stops.splice(0).reverse()) await stop()
+  })
+
+  /** csi-sanity against `socket`; its summary line and output. */
+  async function sanity(socket: string, extra: readonly string[] = []): Promise<{ summary: string; output: string; ok: boolean }> {
+    const { p } = h()
+    const logFile = p('csi-sanity.log')
+    const proc = startProcess(
+      'csi-sanity',
+      join(assets, 'csi-sanity'),
+      [
+        `--csi.endpoint=${socket}`,
+        `--csi.mountdir=${p('sanity-mount')}`,
+        `--csi.stagingdir=${p('sanity-staging')}`,
+        // Small volumes: hostpathplugin fallocates block volumes (the default is 10 GiB, copied again by each snapshot spec).
+        `--csi.testvolumesize=${16 * MiB}`,
+        `--csi.testvolumeexpandsize=${32 * MiB}`,
+        '--ginkgo.no-color',
+        ...extra,
+      ],
+      { logFile },
+    )
+    stops.push(() => proc.stop('SIGKILL'))
+    await until('csi-sanity finished', () => !proc.running(), 170_000)
+    const output = readFileSync(logFile, 'utf8')
+    const summary = output.match(/^(SUCCESS|FAIL)! -- .*$/m)?.[0] ?? `no summary; output:\n${output.slice(-4000)}`
+    return { summary, output, ok: summary.startsWith('SUCCESS!') }
+  }
+
+  it.each([
+    { access: 'mount', extra: [] },
+    // This ListVolumes spec creates a volume with no capacity; hostpathplugin v1.16.1 then runs
+    // `fallocate -l 0M` for a block volume, which fails (a limit of the driver, not of the harness).
+    { access: 'block', extra: ['--csi.testvolumeaccesstype=block', '--ginkgo.skip=check the presence of new volumes and absence of deleted ones in the volume list'] },
+  ])('passes against the reference hostpath driver ($access volumes)', async ({ extra }) => {
+    const { p } = h()
+    const socket = p('csi.sock')
+    const driver = await startHostpathPlugin({ assets, socket, stateDir: p('csi-data-dir'), driverName: DRIVER, nodeId: 'node-1', logFile: p('hostpathplugin.log') })
+    stops.push(() => driver.stop())
+    const { summary, ok } = await sanity(socket, extra)
+    expect(summary).toMatch(/^SUCCESS! -- \d+ Passed \| 0 Failed/)
+    expect(ok).toBe(true)
+    expect(Number(summary.match(/(\d+) Passed/)?.[1])).toBeGreaterThanOrEqual(60)
+  }, 180_000)
+
+  // The example driver serves Identity and Node only; csi-sanity's Node specs create their volumes
+  // through the Controller service first, so only the Identity specs apply to it.
+  it('the Identity specs pass against kubevol\'s example driver', async () => {
+    const { host, p } = h()
+    mkdirSync(p('data'))
+    const server = await startHostpathCsiDriver({ host, endpoint: p('csi.sock'), dataDir: p('data'), nodeId: 'node-1' })
+    stops.push(() => server.stop())
+    const { summary, output } = await sanity(p('csi.sock'), ['--ginkgo.focus=Identity Service'])
+    expect(summary, output.slice(-4000)).toMatch(/^SUCCESS! -- [1-9]\d* Passed \| 0 Failed/)
+  }, 180_000)
+})
