@@ -73,7 +73,7 @@ describe('expansion during mount', () => {
     expect(expands()).toHaveLength(1)
     expect(h.manager.actualState.getMountedVolumeForPod('a', 'kubernetes.io/csi/memory.csi.kubevol.io^vol-1')?.mountState).toBe('mounted')
     const resize = h.events.find((e) => e.reason === 'VolumeResizeFailed')
-    expect(resize?.message).toMatch(/^MountVolume.NodeExpandVolume failed for volume "data" : Expander.NodeExpand failed to expand the volume : rpc error: code = FailedPrecondition desc = cannot grow it$/)
+    expect(resize?.message).toMatch(/^MountVolume.NodeExpandVolume failed for volume "pv-data" : Expander.NodeExpand failed to expand the volume : rpc error: code = FailedPrecondition desc = cannot grow it$/)
     expect(h.events.some((e) => e.reason === 'FailedMount')).toBe(false)
   })
 
@@ -89,7 +89,7 @@ describe('expansion during mount', () => {
     h.pods.setPod(pod(true))
     await h.advanceUntil(() => h.events.some((e) => e.reason === 'FailedMapVolume'))
     expect(expands().length).toBeGreaterThan(0)
-    expect(h.events.find((e) => e.reason === 'FailedMapVolume')?.message).toContain('MapVolume.MarkVolumeAsMounted failed while expanding volume for volume "data"')
+    expect(h.events.find((e) => e.reason === 'FailedMapVolume')?.message).toContain('MapVolume.MarkVolumeAsMounted failed while expanding volume for volume "pv-data"')
     expect(h.manager.actualState.getMountedVolumeForPod('a', 'kubernetes.io/csi/memory.csi.kubevol.io^vol-1')?.mountState).toBe('uncertain')
   })
 })

@@ -43,9 +43,9 @@ const inlinePod = (uid: string): Pod => buildPod({ uid, volumes: [{ name: 'scrat
 
 describe('CSI failure texts', () => {
   it.each([
-    ['a persistent volume: attacher.MountDevice', claimPod('a'), 'FailedMount', `MountVolume.MountDevice failed for volume "data" : kubernetes.io/csi: attacher.MountDevice failed to create newCsiDriverClient: ${NOT_REGISTERED}`],
+    ['a persistent volume: attacher.MountDevice', claimPod('a'), 'FailedMount', `MountVolume.MountDevice failed for volume "pv-data" : kubernetes.io/csi: attacher.MountDevice failed to create newCsiDriverClient: ${NOT_REGISTERED}`],
     ['an inline volume: mounter.SetUpAt', inlinePod('a'), 'FailedMount', `MountVolume.SetUp failed for volume "scratch" : kubernetes.io/csi: mounter.SetUpAt failed to get CSI client: ${NOT_REGISTERED}`],
-    ['a block volume: blockMapper.SetUpDevice', claimPod('a', true), 'FailedMapVolume', `MapVolume.SetUpDevice failed for volume "data" : kubernetes.io/csi: blockMapper.SetUpDevice failed to get CSI client: ${NOT_REGISTERED}`],
+    ['a block volume: blockMapper.SetUpDevice', claimPod('a', true), 'FailedMapVolume', `MapVolume.SetUpDevice failed for volume "pv-data" : kubernetes.io/csi: blockMapper.SetUpDevice failed to get CSI client: ${NOT_REGISTERED}`],
   ])('a driver not registered, %s', async (_name, pod, reason, message) => {
     const { h } = await start({ registered: false, block: reason === 'FailedMapVolume' })
     h.pods.setPod(pod)
@@ -71,7 +71,7 @@ describe('CSI failure texts', () => {
     h.pods.setPod(claimPod('a'))
     await h.advanceUntil(() => h.events.some((e) => e.reason === 'FailedMount'))
     expect(h.events.find((e) => e.reason === 'FailedMount')?.message).toBe(
-      'MountVolume.MountDevice failed for volume "data" : rpc error: code = DeadlineExceeded desc = context deadline exceeded',
+      'MountVolume.MountDevice failed for volume "pv-data" : rpc error: code = DeadlineExceeded desc = context deadline exceeded',
     )
   })
 })

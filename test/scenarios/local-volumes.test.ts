@@ -122,5 +122,5 @@ it('fails the device step with the kubelet text when the directory is missing', 
   claim(h, { path: '/mnt/disks/gone' })
   h.pods.setPod(buildPod({ uid: 'a', volumes: [claimVolume('data')] }))
   await h.advanceUntil(() => h.events.some((e) => e.reason === 'FailedMount'))
-  expect(h.events.find((e) => e.reason === 'FailedMount')?.message).toBe('MountVolume.MountDevice failed for volume "data" : path "/mnt/disks/gone" does not exist')
+  expect(h.events.find((e) => e.reason === 'FailedMount')?.message).toBe('MountVolume.MountDevice failed for volume "pv-dev" : path "/mnt/disks/gone" does not exist')
 })

@@ -265,7 +265,7 @@ describe('the volume manager on the in-memory host', () => {
     h.pods.setPod(buildPod({ uid: 'a', volumes: [{ name: 'v', persistentVolumeClaim: { claimName: 'data' } }] }))
     await h.advanceUntil(() => h.events.some((e) => e.reason === 'FailedMount'))
     expect(h.events.find((e) => e.reason === 'FailedMount')?.message).toBe(
-      'MountVolume.MountOptionSupport check failed for volume "v" : mount options are not supported for this volume type',
+      'MountVolume.MountOptionSupport check failed for volume "pv1" : mount options are not supported for this volume type',
     )
   })
 

@@ -25,6 +25,6 @@ it('a raw block claim on a plugin without a block mapper is refused with the kub
   h.pods.setPod(buildPod({ uid: 'a', volumes: [{ name: 'raw', persistentVolumeClaim: { claimName: 'raw' } }], devices: ['raw'] }))
   await h.advanceUntil(() => errors.some((e) => e.startsWith('MapVolume.')))
   expect(errors.find((e) => e.startsWith('MapVolume.'))).toBe(
-    'MapVolume.FindMapperPluginBySpec failed to find BlockVolumeMapper plugin. Volume plugin is nil. for volume "raw" (UniqueName: "kubernetes.io/host-path/a-pv-raw") pod "pod-1" (UID: "a")',
+    'MapVolume.FindMapperPluginBySpec failed to find BlockVolumeMapper plugin. Volume plugin is nil. for volume "pv-raw" (UniqueName: "kubernetes.io/host-path/a-pv-raw") pod "pod-1" (UID: "a")',
   )
 })

@@ -237,7 +237,7 @@ describe('fileDisk', () => {
     claimed(h, 'disk', source('ext4'))
     h.pods.setPod(buildPod({ uid: 'a', volumes: [claimVolume('data', 'disk')] }))
     await h.advanceUntil(() => failure(h) !== undefined)
-    expect(failure(h)).toContain('MountVolume.MountDevice failed for volume "data"')
+    expect(failure(h)).toContain('MountVolume.MountDevice failed for volume "pv-disk"')
     const [again] = (await h.host.loopDevices?.find(image)) ?? []
     expect(await h.host.filesystems?.detect(again as string)).toBe('xfs')
   })
@@ -387,7 +387,7 @@ describe('SELinux, mount options, statistics', () => {
     claimed(h, 'hp', { hostPath: { path: '/srv/data' } }, { mountOptions: ['noatime'] })
     h.pods.setPod(buildPod({ uid: 'a', volumes: [claimVolume('data', 'hp')] }))
     await h.advanceUntil(() => failure(h) !== undefined)
-    expect(failure(h)).toBe('MountVolume.MountOptionSupport check failed for volume "data" : mount options are not supported for this volume type')
+    expect(failure(h)).toBe('MountVolume.MountOptionSupport check failed for volume "pv-hp" : mount options are not supported for this volume type')
   })
 
   it('maps a local block device into the pod', async () => {

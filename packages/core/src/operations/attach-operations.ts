@@ -112,7 +112,7 @@ export function generateAttachVolume(ctx: OperationContext, vtm: MountRequestVol
 
 /** "volume_detach": detach → forget the volume. */
 export function generateDetachVolume(ctx: OperationContext, av: AttachedVolume): GeneratedOperation {
-  const subject = { outerName: av.spec.name, uniqueName: av.volumeName }
+  const subject = { volumeSpecName: av.spec.name, uniqueName: av.volumeName }
   let plugin: VolumePlugin
   try {
     plugin = ctx.plugins.findPluginByName(av.pluginName)

@@ -64,7 +64,7 @@ async function unmapBlockVolume(
   if (await host.lstat(link)) await host.remove(link)
 }
 
-function findMapper(prefix: string, find: () => VolumePlugin, subject: { outerName: string; uniqueName: string }) {
+function findMapper(prefix: string, find: () => VolumePlugin, subject: { volumeSpecName: string; uniqueName: string }) {
   let plugin: VolumePlugin
   try {
     plugin = find()
@@ -163,7 +163,7 @@ export function generateMapVolume(ctx: OperationContext, vtm: MountRequestVolume
 
 /** "unmap_volume": mark uncertain → unlink from the pod → unpublish → mark unmounted. */
 export function generateUnmapVolume(ctx: OperationContext, mv: MountedVolume): GeneratedOperation {
-  const subject = { outerName: mv.outerVolumeSpecName, uniqueName: mv.volumeName }
+  const subject = { volumeSpecName: mv.outerVolumeSpecName, uniqueName: mv.volumeName }
   const { plugin, block } = findMapper('UnmapVolume.FindMapperPluginByName failed', () => ctx.plugins.findPluginByName(mv.pluginName), subject)
   return {
     name: 'unmap_volume',
@@ -210,7 +210,7 @@ export function generateUnmapVolume(ctx: OperationContext, mv: MountedVolume): G
 
 /** "unmap_device": refuse while pods still reference it → tear down → remove the map path. */
 export function generateUnmapDevice(ctx: OperationContext, av: AttachedVolume): GeneratedOperation {
-  const subject = { outerName: av.spec.name, uniqueName: av.volumeName }
+  const subject = { volumeSpecName: av.spec.name, uniqueName: av.volumeName }
   const { plugin, block } = findMapper('UnmapDevice.FindMapperPluginByName failed', () => ctx.plugins.findPluginByName(av.pluginName), subject)
   return {
     name: 'unmap_device',

@@ -34,20 +34,25 @@ export interface OperationContext {
 
 /** The (volume, pod) a message is about. */
 export interface MessageSubject {
-  readonly outerName: string
+  /**
+   * The volume's name in the message, as the kubelet's `GenerateMsg`: the spec's name for a volume
+   * to mount or an attached volume (the PV's name for a claim, so `MountVolume.SetUp failed for volume
+   * "pvc-…"`), the pod's volume name (outer) for a mounted volume.
+   */
+  readonly volumeSpecName: string
   readonly uniqueName: string
   readonly pod?: Pod
 }
 
-/** `<prefix> for volume "<outer>" <suffix>`: the text that goes into events. */
+/** `<prefix> for volume "<name>" <suffix>`: the text that goes into events. */
 export function simpleMessage(prefix: string, subject: MessageSubject, suffix = ''): string {
-  return `${prefix} for volume "${subject.outerName}"${suffix ? ` ${suffix}` : ''}`
+  return `${prefix} for volume "${subject.volumeSpecName}"${suffix ? ` ${suffix}` : ''}`
 }
 
-/** `<prefix> for volume "<outer>" (UniqueName: "...") pod "<name>" (UID: "...") <suffix>`: the log text. */
+/** `<prefix> for volume "<name>" (UniqueName: "...") pod "<name>" (UID: "...") <suffix>`: the log text. */
 export function detailedMessage(prefix: string, subject: MessageSubject, suffix = ''): string {
   const pod = subject.pod ? ` pod "${subject.pod.metadata.name ?? ''}" (UID: "${subject.pod.metadata.uid ?? ''}")` : ''
-  return `${prefix} for volume "${subject.outerName}" (UniqueName: "${subject.uniqueName}")${pod}${suffix ? ` ${suffix}` : ''}`
+  return `${prefix} for volume "${subject.volumeSpecName}" (UniqueName: "${subject.uniqueName}")${pod}${suffix ? ` ${suffix}` : ''}`
 }
 
 /** A failed step: both texts end with ` : <cause>`, the kind comes from the cause unless given. */
@@ -60,7 +65,7 @@ export function stepFailed(prefix: string, subject: MessageSubject, cause: unkno
 
 /** The subject of a mount-side operation. */
 export function subjectOf(vtm: VolumeToMount): MessageSubject {
-  return { outerName: vtm.outerVolumeSpecNames[0] ?? vtm.spec.name, uniqueName: vtm.volumeName, pod: vtm.pod }
+  return { volumeSpecName: vtm.spec.name, uniqueName: vtm.volumeName, pod: vtm.pod }
 }
 
 /** `MarkVolumeOpts` for a desired (volume, pod). */

@@ -273,7 +273,7 @@ function commonRunAsUser(vtm: VolumeToMount): number | undefined {
 
 /** "volume_unmount": clean subPaths → tear down → mark unmounted. Tear-down failure leaves it uncertain. */
 export function generateUnmountVolume(ctx: OperationContext, mv: MountedVolume): GeneratedOperation {
-  const subject = { outerName: mv.outerVolumeSpecName, uniqueName: mv.volumeName }
+  const subject = { volumeSpecName: mv.outerVolumeSpecName, uniqueName: mv.volumeName }
   let unmounter: Unmounter
   try {
     const plugin = ctx.plugins.findPluginByName(mv.pluginName)
@@ -379,7 +379,7 @@ async function cleanSubPaths(ctx: OperationContext, path: string): Promise<void>
 
 /** "unmount_device": refuse while other mounts reference the device, unmount, check the device is free. */
 export function generateUnmountDevice(ctx: OperationContext, av: AttachedVolume): GeneratedOperation {
-  const subject = { outerName: av.spec.name, uniqueName: av.volumeName }
+  const subject = { volumeSpecName: av.spec.name, uniqueName: av.volumeName }
   let plugin: VolumePlugin
   try {
     plugin = ctx.plugins.findPluginByName(av.pluginName)
