@@ -160,8 +160,12 @@ export interface ControlPlane {
    * ServiceAccount. `default` and `kube-system` are ready at start. Idempotent.
    */
   createNamespace(name: string): Promise<void>
-  /** A ServiceAccount token by TokenRequest (created as the administrator). */
-  serviceAccountToken(namespace: string, name: string, expirationSeconds?: number): Promise<string>
+  /**
+   * A ServiceAccount token by TokenRequest (created as the administrator): `expirationSeconds`
+   * (default 3600), and `boundTo` a pod as the kubelet asks for a pod's token (the API server then adds
+   * the pod's node to the token's user: `authentication.kubernetes.io/node-name`).
+   */
+  serviceAccountToken(namespace: string, name: string, options?: number | { readonly expirationSeconds?: number; readonly boundTo?: { readonly name: string; readonly uid: string } }): Promise<string>
   /** The audit log file (JSON lines, Metadata level, ResponseComplete stage). */
   readonly auditLogPath: string
   /** The audit log's events so far (ResponseComplete and Panic stages). */
@@ -582,11 +586,12 @@ current-context: envtest
     createNamespace,
     request,
     must,
-    async serviceAccountToken(namespace, name, expirationSeconds = 3600) {
+    async serviceAccountToken(namespace, name, options = {}) {
+      const { expirationSeconds = 3600, boundTo } = typeof options === 'number' ? { expirationSeconds: options, boundTo: undefined } : options
       const tr = await must<{ status: { token: string } }>('POST', `/api/v1/namespaces/${namespace}/serviceaccounts/${name}/token`, {
         apiVersion: 'authentication.k8s.io/v1',
         kind: 'TokenRequest',
-        spec: { expirationSeconds },
+        spec: { expirationSeconds, ...(boundTo ? { boundObjectRef: { apiVersion: 'v1', kind: 'Pod', name: boundTo.name, uid: boundTo.uid } } : {}) },
       })
       return tr.status.token
     },
