@@ -15,7 +15,7 @@ import { copyRepository, repoRoot, run } from './copy-repository.js'
 const changesetBin = join(repoRoot, 'node_modules/@changesets/cli/bin.js')
 
 const published = ['@kubevol/core', '@kubevol/adapter-mock', '@kubevol/adapter-linux', '@kubevol/agent', '@kubevol/cli']
-const privates = ['@kubevol/docs', '@kubevol/bench', '@kubevol/example-csi-hostpath-driver']
+const privates = ['@kubevol/docs', '@kubevol/bench', '@kubevol/example-csi-hostpath-driver', '@kubevol/example-oci-runner']
 
 type Bump = 'patch' | 'minor' | 'major'
 const order: readonly Bump[] = ['patch', 'minor', 'major']
@@ -116,6 +116,7 @@ describe('changeset version', () => {
       '@kubevol/docs': '0.1.0',
       '@kubevol/bench': '0.0.0',
       '@kubevol/example-csi-hostpath-driver': '0.0.0',
+      '@kubevol/example-oci-runner': '0.0.0',
     })
     expect(after.get('#docs-changelog')).toBe('none')
     // The first release's changelog stays, below the new release.
