@@ -137,7 +137,7 @@ describe('containerMounts: each volumeMount as the CRI Mount the kubelet makes',
         { name: 'DIR', value: '$(POD)-logs' },
       ],
     }
-    expect(mountOf({ name: 'cache', mountPath: '/c', subPathExpr: '$(DIR)' }, container).hostPath).toBe(`${POD_DIR}/volume-subpaths/cache/app/0`)
+    expect(mountOf({ name: 'cache', mountPath: '/c', subPathExpr: '$(DIR)' }, container)?.hostPath).toBe(`${POD_DIR}/volume-subpaths/cache/app/0`)
   })
 })
 
