@@ -26,6 +26,11 @@ export function humanDuration(ms: number): string {
   return `${Math.floor(days / 365)}y`
 }
 
+/** How long a command took: `0.4s`, `12.3s` below a minute, then as {@link humanDuration} (`2m5s`). */
+export function elapsed(ms: number): string {
+  return ms < 60_000 ? `${(Math.max(0, ms) / 1_000).toFixed(1)}s` : humanDuration(ms)
+}
+
 /** A time (ms or ISO) as an age at `now`: `12s`. Empty for no time. */
 export function ageOf(time: number | string | undefined, now: number): string {
   const t = typeof time === 'string' ? Date.parse(time) : time

@@ -146,7 +146,7 @@ describe('kubevol completion', () => {
     expect(complete(['kubevol', 'st'])).toEqual(['status'])
     expect(complete(['kubevol', ''])).toEqual(expect.arrayContaining(COMMANDS.map((c) => c.name)))
     expect(complete(['kubevol', 'run', '--pod-m'])).toEqual(['--pod-manifest-path'])
-    expect(complete(['kubevol', 'status', '-o', ''])).toEqual(['table', 'wide', 'json', 'yaml'])
+    expect(complete(['kubevol', 'status', '-o', ''])).toEqual(['table', 'wide', 'json', 'yaml', 'name'])
     expect(complete(['kubevol', 'run', '--host', 'l'])).toEqual(['linux'])
     expect(complete(['kubevol', 'completion', ''])).toEqual(['bash', 'zsh'])
     expect(complete(['kubevol', 'run', '--roo'])).toEqual(['--root-dir'])

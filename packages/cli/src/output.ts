@@ -15,7 +15,8 @@ export interface Io {
   readonly cwd: string
 }
 
-export type OutputFormat = 'table' | 'wide' | 'json' | 'yaml'
+/** `-o`: every command takes the first four; `name` only where a command lists it (`status`). */
+export type OutputFormat = 'table' | 'wide' | 'json' | 'yaml' | 'name'
 
 /** How a table is printed. */
 export interface TableOptions {

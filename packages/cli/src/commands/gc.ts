@@ -112,8 +112,11 @@ export async function gcCommand(p: ParsedCommand, io: Io, deps: { host?: Host })
       ...result.wouldRemove.map((pod) => [pod, 'would remove', '']),
       ...report.refused.map((r) => [r.pod, 'refused', r.reason]),
     ]
-    io.stdout.write(rows.length === 0 ? 'no orphaned pod directories\n' : renderTable(['pod', 'action', 'reason'], rows, tableOptions(p)))
-    if (dryRun && rows.length > 0) io.stdout.write('\ndry run: nothing was removed\n')
+    // --no-headers: the rows alone, no summary line.
+    const table = tableOptions(p)
+    if (rows.length > 0) io.stdout.write(renderTable(['pod', 'action', 'reason'], rows, table))
+    else if (!table.noHeaders) io.stdout.write('no orphaned pod directories\n')
+    if (dryRun && rows.length > 0 && !table.noHeaders) io.stdout.write('\ndry run: nothing was removed\n')
   }
   if (report.refused.length > 0) throw new CommandFailed(`${report.refused.length} orphaned pod directories were kept (see the reasons above)`)
   return EXIT.ok

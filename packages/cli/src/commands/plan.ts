@@ -112,13 +112,16 @@ export async function planCommand(p: ParsedCommand, io: Io, deps: { host?: Host 
     io.stdout.write(renderData(format, plan))
     return EXIT.ok
   }
-  if (plan.operations.length === 0) io.stdout.write('nothing to do: the machine matches the manifests\n')
-  else {
+  // --no-headers: the rows alone, no summary line.
+  const table = tableOptions(p)
+  if (plan.operations.length === 0) {
+    if (!table.noHeaders) io.stdout.write('nothing to do: the machine matches the manifests\n')
+  } else {
     const wide = format === 'wide'
     const head = wide ? ['operation', 'pod', 'volume', 'plugin', 'unique name'] : ['operation', 'pod', 'volume', 'plugin']
     const rows = plan.operations.map((o) => (wide ? [o.operation, o.pod, o.podVolume, o.plugin, o.volume] : [o.operation, o.pod, o.podVolume, o.plugin]))
-    io.stdout.write(renderTable(head, rows, tableOptions(p)))
-    io.stdout.write(`\n${plan.operations.length} operations; later steps (mount after attach) follow when these succeed. Nothing was changed.\n`)
+    io.stdout.write(renderTable(head, rows, table))
+    if (!table.noHeaders) io.stdout.write(`\n${plan.operations.length} operations; later steps (mount after attach) follow when these succeed. Nothing was changed.\n`)
   }
   for (const e of plan.manifestErrors) io.stderr.write(`error: invalid manifest ${e}\n`)
   return EXIT.ok

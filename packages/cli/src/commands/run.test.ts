@@ -34,7 +34,8 @@ describe('kubevol run --once', () => {
     expect(rows.map((r) => r.slice(0, 3))).toEqual(EXPECTED)
     expect(rows.every((r) => r[3] === 'mounted')).toBe(true)
     expect(stdout).toMatch(/^POD\s+VOLUME\s+TYPE\s+PHASE$/m)
-    expect(stdout).toContain('converged: 2 pods, 9 volumes mounted')
+    // Seconds, as a person reads them, not milliseconds.
+    expect(stdout).toMatch(/^converged: 2 pods, 9 volumes mounted in \d+\.\ds$/m)
     expect(stderr).toContain('running on the in-memory host')
     // The fileDisk image and local PV path exist only in memory.
     expect(existsSync('/var/lib/kubevol-images/data.img')).toBe(false)
@@ -62,19 +63,32 @@ describe('kubevol run --once', () => {
     m.write('broken.yaml', 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: Broken_Name\nspec:\n  containers: [{ name: c }]\n')
     const r = await cli(['run', '--once', '--pod-manifest-path', m.dir, '--timeout', '10s'])
     expect(r.code).toBe(1)
-    expect(r.stdout).toContain('not converged')
-    expect(r.stdout).toContain(join(m.dir, 'broken.yaml'))
-    expect(r.stderr).toMatch(/^error: not converged: .*broken\.yaml:\d+: /m)
-    expect(r.stdout.split('\n').filter((l) => / mounted$/.test(l))).toHaveLength(9)
+    expect(r.stdout).toMatch(/^not converged after \d+\.\ds: 2 pods, 9 volumes mounted$/m)
+    // The reason once, in the error.
+    expect(r.stderr).toMatch(/^error: not converged after \d+\.\ds: .*broken\.yaml:\d+: /m)
+    expect(`${r.stdout}${r.stderr}`.split(join(m.dir, 'broken.yaml'))).toHaveLength(2)
+    expect(r.stdout.split('\n').filter((l) => /^default\/.* mounted$/.test(l))).toHaveLength(9)
   })
 
   it('exits 1 at the deadline naming the volume that cannot mount', async () => {
     const m = manifestDir(false)
     dirs.push(m)
     m.write('pod.yaml', 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: lonely\nspec:\n  containers: [{ name: c, volumeMounts: [{ name: cfg, mountPath: /c }] }]\n  volumes: [{ name: cfg, configMap: { name: missing } }]\n')
-    const r = await cli(['run', '--once', '--pod-manifest-path', m.dir, '--timeout', '1500ms', '-o', 'wide'])
+    const r = await cli(['run', '--once', '--pod-manifest-path', m.dir, '--timeout', '1500ms'])
     expect(r.code).toBe(1)
-    expect(r.stderr).toMatch(/not converged: default\/lonely volume cfg is /)
+    // Each failure once, by its cause, in a line a person reads: not a list and then the same again on stderr.
+    expect(r.stderr).toMatch(/\nerror: not converged after 1\.\ds: default\/lonely volume cfg is [\w -]+ \(configmap "missing" not found\)\n$/)
+    expect(`${r.stdout}${r.stderr}`.split('configmap "missing" not found')).toHaveLength(2)
+    expect(r.stdout).toMatch(/^default\/lonely\s+cfg\s+configmap\s+\S+/m)
+    // With --no-headers: the rows alone; the error still says why.
+    const bare = await cli(['run', '--once', '--pod-manifest-path', m.dir, '--timeout', '500ms', '--no-headers'])
+    expect(bare.code).toBe(1)
+    expect(bare.stdout).toMatch(/^default\/lonely\s+cfg\s+configmap\s+\S+\n$/)
+    expect(bare.stderr).toMatch(/^error: not converged after/m)
+    // JSON holds the reasons; the error says where they are.
+    const json = await cli(['run', '--once', '--pod-manifest-path', m.dir, '--timeout', '500ms', '-o', 'json'])
+    expect((JSON.parse(json.stdout) as { reasons: string[] }).reasons).toEqual([expect.stringMatching(/^default\/lonely volume cfg is .*configmap "missing" not found/)])
+    expect(json.stderr).toMatch(/\nerror: not converged after \d+\.\ds \(the reasons are in the report\)\n$/)
   })
 
   it('without --once serves the status endpoints until stopped', async () => {
@@ -126,7 +140,7 @@ describe('kubevol run --host linux on an older kernel', () => {
 
 describe('kubevol run --pod-manifest-path', () => {
   it.each([
-    { name: 'a missing path', path: '/nonexistent', message: 'error: --pod-manifest-path /nonexistent: no such file or directory' },
+    { name: 'a missing path', path: '/nonexistent/kubevol-manifests', message: 'error: --pod-manifest-path /nonexistent/kubevol-manifests: no such file or directory' },
     { name: 'a file that is no manifest', path: fileURLToPath(import.meta.url), message: 'not a directory or a manifest file (.yaml, .yml or .json)' },
   ])('refuses $name in one line, exit 2, instead of converging on nothing', async ({ path, message }) => {
     const r = await cli(['run', '--once', '--pod-manifest-path', path])
@@ -181,7 +195,7 @@ describe('kubevol run --once converges: the actual state equals the desired stat
     }
     const code = await runCli(['run', '--once', '--pod-manifest-path', m.dir, '--timeout', '20s'], io, { host })
     expect(code).toBe(0)
-    expect(stdout).toContain('converged: 1 pods')
+    expect(stdout).toContain('converged: 1 pod,')
     expect(atReport?.mounts).toEqual([])
     expect(await atReport?.loops).toEqual([])
   })
@@ -209,7 +223,7 @@ describe('kubevol run --once converges: the actual state equals the desired stat
     expect(r.code).toBe(1)
     expect(Date.now() - started).toBeLessThan(10_000)
     expect(r.stdout).toMatch(/^default\/p\s+share\s+nfs\s+unsupported$/m)
-    expect(r.stderr).toMatch(/^error: not converged: default\/p volume share: volume type nfs is not supported; supported: configMap, csi, downwardAPI, emptyDir, ephemeral, hostPath, persistentVolumeClaim, projected, secret$/m)
+    expect(r.stderr).toMatch(/^error: not converged after \d+\.\ds: default\/p volume share: volume type nfs is not supported; supported: configMap, csi, downwardAPI, emptyDir, ephemeral, hostPath, persistentVolumeClaim, projected, secret$/m)
   })
 })
 

@@ -17,9 +17,10 @@ import {
   startAgent,
 } from '@kubevol/agent'
 import { type Host, errorMessage } from '@kubevol/core'
+import { elapsed, humanDuration } from '../age.js'
 import { CliError, CommandFailed, EXIT, UsageError } from '../errors.js'
 import { createPreparedMemoryHost } from '../mock-setup.js'
-import { type Io, type OutputFormat, type TableOptions, renderData, renderTable, tableOptions } from '../output.js'
+import { type Io, type OutputFormat, type TableOptions, causeOf, renderData, renderTable, tableOptions } from '../output.js'
 import type { ParsedCommand } from '../parse.js'
 
 /** What tests and embedders can give `run` instead of what flags name. */
@@ -148,9 +149,10 @@ export async function runCommand(p: ParsedCommand, io: Io, deps: RunDependencies
     })
   }
   try {
+    const format = p.flags.output as OutputFormat
     const report = await reconcileOnce(agent, timeoutMs)
-    writeOnceReport(io, p.flags.output as OutputFormat, report, tableOptions(p))
-    if (!report.converged) throw new CommandFailed(`not converged: ${report.reasons.join('; ')}`)
+    writeOnceReport(io, format, report, tableOptions(p))
+    if (!report.converged) throw new CommandFailed(notConverged(report, format))
     return 0
   } finally {
     // Mounts stay in place: stop() only stops the loops and the endpoints.
@@ -199,7 +201,7 @@ function summarize(agent: Agent): Summary {
       if (v.phase === 'unsupported') {
         unsupported = true
         final.push(`${name} volume ${v.name}: ${v.reason}`)
-      } else pending.push(`${name} volume ${v.name} is ${v.phase}${v.lastError ? ` (${v.lastError})` : ''}`)
+      } else pending.push(`${name} volume ${v.name} is ${v.phase}${v.lastError ? ` (${causeOf(v.lastError, REASON_WIDTH)})` : ''}`)
     }
     // The unsupported volume's own error ("no volume plugin matched") is already said, better.
     if (!unsupported) for (const e of view?.podErrors ?? []) pending.push(`${name}: ${e}`)
@@ -243,13 +245,20 @@ async function reconcileOnce(agent: Agent, timeoutMs: number): Promise<OnceRepor
         ...(ready ? [] : ['the pod source has not been read']),
         ...(settled ? [] : pending),
       ]
-      if (!settled && reasons.length === 0) reasons.push(`deadline of ${timeoutMs} ms passed`)
+      if (!settled && reasons.length === 0) reasons.push(`deadline of ${humanDuration(timeoutMs)} passed`)
       return { converged: settled && errors.length === 0 && final.length === 0, elapsedMs: Date.now() - started, volumes, reasons }
     }
     await new Promise((r) => setTimeout(r, 20))
   }
 }
 
+/** The widest cause a reason quotes: the reason already names the pod and volume; `-o wide` and JSON give the error whole. */
+const REASON_WIDTH = 160
+
+/**
+ * The report on stdout, the reasons once, in the error: a table (its summary line left out with
+ * `--no-headers`), or the report as JSON or YAML, which holds the reasons itself.
+ */
 function writeOnceReport(io: Io, format: OutputFormat, report: OnceReport, table: TableOptions): void {
   if (format === 'json' || format === 'yaml') {
     io.stdout.write(renderData(format, report))
@@ -258,9 +267,18 @@ function writeOnceReport(io: Io, format: OutputFormat, report: OnceReport, table
   const wide = format === 'wide'
   const head = wide ? ['pod', 'volume', 'type', 'phase', 'attempts', 'error'] : ['pod', 'volume', 'type', 'phase']
   const rows = report.volumes.map((v) => (wide ? [v.pod, v.volume, v.type, v.phase, v.attempts, v.error ?? ''] : [v.pod, v.volume, v.type, v.phase]))
-  io.stdout.write(renderTable(head, rows, table))
+  if (rows.length > 0) io.stdout.write(renderTable(head, rows, table))
+  if (table.noHeaders) return
   const pods = new Set(report.volumes.map((v) => v.pod)).size
   const mounted = report.volumes.filter((v) => v.phase === 'mounted').length
-  if (report.converged) io.stdout.write(`\nconverged: ${pods} pods, ${mounted} volumes mounted in ${report.elapsedMs} ms\n`)
-  else io.stdout.write(`\nnot converged after ${report.elapsedMs} ms:\n${report.reasons.map((r) => `  - ${r}`).join('\n')}\n`)
+  const summary = `${pods} ${pods === 1 ? 'pod' : 'pods'}, ${mounted} ${mounted === 1 ? 'volume' : 'volumes'} mounted`
+  io.stdout.write(`${rows.length > 0 ? '\n' : ''}${report.converged ? `converged: ${summary} in ${elapsed(report.elapsedMs)}` : `not converged after ${elapsed(report.elapsedMs)}: ${summary}`}\n`)
+}
+
+/** The error of a run that did not converge: its reasons, or where they are when the report holds them. */
+function notConverged(report: OnceReport, format: OutputFormat): string {
+  const head = `not converged after ${elapsed(report.elapsedMs)}`
+  if (format === 'json' || format === 'yaml') return `${head} (the reasons are in the report)`
+  if (report.reasons.length === 1) return `${head}: ${report.reasons[0]}`
+  return `${head}:\n${report.reasons.map((r) => `  - ${r}`).join('\n')}`
 }

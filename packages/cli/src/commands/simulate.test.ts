@@ -25,7 +25,7 @@ describe('kubevol simulate', () => {
   it('prints the report and a progress bar when asked', async () => {
     const r = await cli(['simulate', '--pods', '10', '--volumes-per-pod', '2', '--fault-rate', '0.1', '--seed', '5', '--progress'])
     expect(r.code).toBe(0)
-    expect(r.stdout).toMatch(/^10 pods, 20 volumes: converged in \d+ ms$/m)
+    expect(r.stdout).toMatch(/^10 pods, 20 volumes: converged in \d+\.\ds$/m)
     expect(r.stdout).toMatch(/^desired to mounted: p50 \d+ ms, p99 \d+ ms/m)
     expect(r.stdout).toMatch(/^volume_mount\s+20\s+\d+$/m)
     expect(r.stderr).toContain('10/10 pods mounted')

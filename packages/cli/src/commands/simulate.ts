@@ -6,6 +6,7 @@
  */
 import { type MemoryHost, createMemoryHost } from '@kubevol/adapter-mock'
 import { formatDuration } from '@kubevol/agent'
+import { elapsed } from '../age.js'
 import { HostError, type Pod, type Volume, createVolumeManager } from '@kubevol/core'
 import { createBuiltinPlugins } from '@kubevol/core/plugins'
 import { createMemoryObjectReader, createMemoryPodSource } from '@kubevol/core/testing'
@@ -205,8 +206,9 @@ export async function simulateCommand(p: ParsedCommand, io: Io): Promise<number>
   const format = p.flags.output as OutputFormat
   if (format === 'json' || format === 'yaml') io.stdout.write(renderData(format, report))
   else {
-    io.stdout.write(
-      `${report.pods} pods, ${report.volumes} volumes: ${report.converged ? 'converged' : `NOT converged (${report.podsMounted} pods mounted)`} in ${report.convergeMs} ms\n` +
+    // --no-headers: the rows alone, no summary lines.
+    if (p.flags['no-headers'] !== true) io.stdout.write(
+      `${report.pods} pods, ${report.volumes} volumes: ${report.converged ? 'converged' : `NOT converged (${report.podsMounted} pods mounted)`} in ${elapsed(report.convergeMs)}\n` +
         `desired to mounted: p50 ${report.latencyMs.p50} ms, p99 ${report.latencyMs.p99} ms, max ${report.latencyMs.max} ms\n` +
         `faults injected: ${report.faultsInjected}; peak memory (RSS): ${(report.peakRssBytes / 1048576).toFixed(0)} MiB\n\n`,
     )

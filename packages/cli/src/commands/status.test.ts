@@ -89,16 +89,27 @@ describe('kubevol status', () => {
     expect(causeOf(message).length).toBeLessThanOrEqual(ERROR_WIDTH)
   })
 
-  it('leaves the header rows out with --no-headers', async () => {
+  it('leaves the header rows and the summary line out with --no-headers', async () => {
     const r = await cli(['status', '--server', server, '--no-headers'])
     expect(r.stdout).not.toMatch(/^POD\s/m)
+    expect(r.stdout).not.toContain('node n1')
     expect(r.stdout).toMatch(/^default\/web\s+scratch\s+empty-dir\s+mounted/m)
+    expect(r.stdout.split('\n')[0]).toMatch(/^default\/\S+\s+\S+/)
+  })
+
+  it('prints one pod a line with -o name, which explain takes', async () => {
+    const r = await cli(['status', '--server', server, '-o', 'name'])
+    expect(r.code).toBe(0)
+    expect(r.stdout).toBe('pod/default/db\npod/default/stuck\npod/default/web\n')
+    const explained = await cli(['explain', 'pod/default/db', '--server', server])
+    expect(explained.code).toBe(0)
+    expect(explained.stdout).toMatch(/^Name: +db$/m)
   })
 
   it('with --watch prints again when the state changes, until stopped', async () => {
     let stop: () => void = () => {}
     const stopSignal = new Promise<void>((resolve) => (stop = resolve))
-    const watching = cli(['status', '--server', server, '--watch', '--no-headers'], { stopSignal, watchIntervalMs: 20 })
+    const watching = cli(['status', '--server', server, '--watch'], { stopSignal, watchIntervalMs: 20 })
     await new Promise((r) => setTimeout(r, 100))
     // A change: a new pod appears in the manifests.
     m.write('late.yaml', 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: late\nspec:\n  containers: [{ name: c, volumeMounts: [{ name: s, mountPath: /s }] }]\n  volumes: [{ name: s, emptyDir: {} }]\n')

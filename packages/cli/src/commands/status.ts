@@ -84,14 +84,26 @@ function phaseOf(v: VolumeProgress, now: number): string {
   return notes.length > 0 ? `${v.phase} (${notes.join(', ')})` : v.phase
 }
 
-/** The `status` text of one /v1/state answer. */
-function renderStatus(state: StateView, format: 'table' | 'wide', table: TableOptions): string {
-  const wide = format === 'wide'
-  const now = nowOf(state)
-  let out = `node ${state.nodeName} (${state.mode} mode)  sources ready: ${state.sourcesReady ? 'yes' : 'no'}  states synced: ${state.statesSynced ? 'yes' : 'no'}\n\n`
+/** Every pod the agent knows, by UID: `namespace/name`. */
+function podNames(state: StateView): Map<string, string> {
   const podName = new Map<string, string>()
   for (const w of state.pods ?? []) podName.set(w.uid, `${w.namespace}/${w.name}`)
   for (const d of state.desired) podName.set(d.podUID, d.pod)
+  return podName
+}
+
+/** `-o name`: `pod/namespace/name`, one line a pod, sorted, as `explain` takes it. */
+function renderNames(state: StateView): string {
+  const names = [...new Set(podNames(state).values())].sort()
+  return names.map((n) => `pod/${n}\n`).join('')
+}
+
+/** The `status` text of one /v1/state answer; `--no-headers` leaves out the header rows and the node's summary line. */
+function renderStatus(state: StateView, format: 'table' | 'wide', table: TableOptions): string {
+  const wide = format === 'wide'
+  const now = nowOf(state)
+  let out = table.noHeaders ? '' : `node ${state.nodeName} (${state.mode} mode)  sources ready: ${state.sourcesReady ? 'yes' : 'no'}  states synced: ${state.statesSynced ? 'yes' : 'no'}\n\n`
+  const podName = podNames(state)
   const rows: unknown[][] = []
   const seen = new Set<string>()
   for (const d of state.desired) {
@@ -111,9 +123,10 @@ function renderStatus(state: StateView, format: 'table' | 'wide', table: TableOp
     rows.push(row)
   }
   const head = wide ? ['pod', 'volume', 'type', 'phase', 'uid', 'unique name', 'error'] : ['pod', 'volume', 'type', 'phase', 'error']
-  out += rows.length > 0 ? renderTable(head, rows, table) : 'no volumes\n'
+  if (rows.length > 0) out += renderTable(head, rows, table)
+  else if (!table.noHeaders) out += 'no volumes\n'
   if (state.pods && state.pods.length > 0) {
-    out += '\n'
+    if (out !== '') out += '\n'
     out += renderTable(
       ['pod', 'phase', 'failed syncs', 'last error'],
       state.pods.map((w) => [`${w.namespace}/${w.name}`, w.phase, w.attempts, wide ? (w.lastError ?? '') : causeOf(w.lastError ?? '')]),
@@ -128,7 +141,8 @@ export async function statusCommand(p: ParsedCommand, io: Io, deps: StatusDepend
   const format = p.flags.output as OutputFormat
   const render = async (): Promise<string> => {
     const { body } = await getJson(p, '/v1/state')
-    return format === 'json' || format === 'yaml' ? renderData(format, body) : renderStatus(body as StateView, format, tableOptions(p))
+    if (format === 'json' || format === 'yaml') return renderData(format, body)
+    return format === 'name' ? renderNames(body as StateView) : renderStatus(body as StateView, format, tableOptions(p))
   }
   let last = await render()
   io.stdout.write(last)
@@ -228,7 +242,8 @@ function renderExplain(pod: PodExplain, events: readonly EventView[], now: numbe
 
 /** `kubevol explain POD`: POD is a UID, a name or namespace/name. */
 export async function explainCommand(p: ParsedCommand, io: Io): Promise<number> {
-  const wanted = p.args[0] as string
+  // `status -o name` prints pod/namespace/name.
+  const wanted = (p.args[0] as string).replace(/^pods?\//, '')
   const { body: state } = await getJson(p, '/v1/state')
   const s = state as StateView
   const candidates = new Map<string, string>()
