@@ -26,6 +26,7 @@ import { resolveAgentConfig } from './config/load-config.js'
 import type { AgentConfigInput, ResolvedAgentConfig } from './config/options.js'
 import { startCsi } from './csi-drivers.js'
 import { type EventStore, createEventStore } from './events/event-store.js'
+import { containerMountsView } from './http/container-mounts-view.js'
 import { type HealthCheck, startStatusServer } from './http/status-server.js'
 import { type AgentLogger, type AgentLoggerOptions, createAgentLogger } from './logging/agent-logger.js'
 import { AgentMetrics } from './metrics/agent-metrics.js'
@@ -151,7 +152,7 @@ async function composeServices(ctx: Context): Promise<Composition> {
   const host = deps.host ?? (await loadHost(config, clock, deps.probeKernelFloor))
   const token = await readToken(ctx)
   const { metrics, events, recorder } = observability(ctx)
-  const sources = await modeSources(ctx, metrics)
+  const sources = await modeSources(ctx, metrics, host)
   const api = sources.api
   const csi = csiService(ctx, sources, host)
   const manager = new VolumeManagerService({ create: () => createManager(ctx, host, sources, csi.value, { metrics, recorder }), clock, logger, metrics, recorder, pods: sources.pods, nodeName: config.nodeName, stuckOperationMs: config.stuckOperationMs })
@@ -169,6 +170,7 @@ async function composeServices(ctx: Context): Promise<Composition> {
     stuckAfterMs: config.stuckOperationMs,
     extra: () => ({
       pods: workers.value.list(),
+      ...(api?.credentials ? { nodeCredentials: api.credentials.status() } : {}),
       ...(nodeStatus ? { nodeStatus: { reported: nodeStatus.value.reported ?? null, lastError: nodeStatus.value.lastError ?? null } } : {}),
       ...(sources.manifests ? { manifests: { dir: config.manifestDir, errors: sources.manifests.errors(), files: sources.manifests.files() } } : {}),
       journal: (manager.manager.snapshot() as { journal?: unknown }).journal ?? null,
@@ -220,15 +222,28 @@ function observability({ config, clock, logger }: Context): { metrics: AgentMetr
   return { metrics, events, recorder }
 }
 
-async function modeSources(ctx: Context, metrics: AgentMetrics): Promise<ModeSources> {
+async function modeSources(ctx: Context, metrics: AgentMetrics, host: Host): Promise<ModeSources> {
   const { config, deps, clock, logger } = ctx
   if (config.mode === 'static') return staticSources(config, logger)
   // Loaded here, not at the top: @kubernetes/client-node costs about 0.6 s and 90 MB of start-up,
   // which static mode and the CLI's other commands never need.
   const kube = await import('./kube/api-mode.js')
-  const clients = kube.createKubeClients(deps.kubeConfig ?? kube.loadKubeConfig(config.kubeconfig, deps.env ?? process.env))
+  // TLS bootstrapping: the clients authenticate as the node, with the certificate it requests and renews.
+  const credentials = config.bootstrapKubeconfig
+    ? new kube.NodeCredentials({
+        nodeName: config.nodeName,
+        bootstrapKubeconfig: config.bootstrapKubeconfig,
+        kubeconfig: config.kubeconfig ?? `${config.rootDir}/kubeconfig`,
+        certDir: config.certDir,
+        rotate: config.rotateCertificates,
+        files: kube.createCredentialFiles(host, config.rootDir),
+        clock,
+        logger,
+      })
+    : undefined
+  const clients = kube.createKubeClients(credentials?.kubeConfig ?? deps.kubeConfig ?? kube.loadKubeConfig(config.kubeconfig, deps.env ?? process.env))
   const onRestart = (resource: string, reason: string): void => metrics.watchRestarts.inc({ resource, reason })
-  return apiSources({ config, kube, clients, logger, clock, onRestart })
+  return apiSources({ config, kube, clients, logger, clock, onRestart, ...(credentials ? { credentials } : {}) })
 }
 
 function csiService({ config, logger }: Context, sources: ModeSources, host: Host) {
@@ -331,6 +346,7 @@ function statusServerService(
           state: () => stateView(o.views()),
           pod: (uid) => podView(o.views(), uid),
           events: (filter) => o.events.list(filter),
+          mounts: (request) => containerMountsView(o.views(), request),
         },
       }),
     stop: (server) => server.close(),

@@ -116,6 +116,9 @@ export const agentConfigSchema = withEnglishMessages(
     registerNode: z.optional(z.boolean()),
     nodeLabels: z._default(nodeLabels, {}),
     kubeconfig: z.optional(z.string().check(z.minLength(1))),
+    bootstrapKubeconfig: z.optional(z.string().check(z.minLength(1))),
+    certDir: z.optional(z.string().check(z.startsWith('/'))),
+    rotateCertificates: z.optional(z.boolean()),
     objectCacheTtlMs: z._default(millis(0), 5_000),
     configMapAndSecretChangeDetectionStrategy: z._default(changeDetection, 'Watch'),
     nodeStatusPeriodMs: z._default(millis(10), 10_000),
@@ -154,6 +157,8 @@ export type ResolvedAgentConfig = AgentConfig & {
   readonly finalizePodDeletion: boolean
   readonly pluginRegistration: boolean
   readonly pluginRegistrationDir: string
+  readonly certDir: string
+  readonly rotateCertificates: boolean
 }
 
 /**
@@ -164,8 +169,14 @@ export type ResolvedAgentConfig = AgentConfig & {
  */
 export function resolveModeDefaults(config: AgentConfig): ResolvedAgentConfig {
   const api = config.mode === 'api'
+  const root = config.rootDir.replace(/\/+$/, '')
+  // TLS bootstrapping writes the node's kubeconfig: where the operator says, else under the root.
+  const kubeconfig = config.kubeconfig ?? (config.bootstrapKubeconfig !== undefined ? `${root}/kubeconfig` : undefined)
   return {
     ...config,
+    ...(kubeconfig !== undefined ? { kubeconfig } : {}),
+    certDir: config.certDir ?? `${root}/pki`,
+    rotateCertificates: config.rotateCertificates ?? config.bootstrapKubeconfig !== undefined,
     controllerAttachDetach: config.controllerAttachDetach ?? api,
     registerNode: config.registerNode ?? api,
     postEvents: config.postEvents ?? api,
@@ -244,7 +255,30 @@ export const AGENT_OPTIONS: readonly AgentOption[] = [
     'none',
     { value: 'KEY=VALUE,...' },
   ),
-  option('kubeconfig', 'string', 'The kubeconfig file: pods come from the Kubernetes API (implies --mode=api).', 'a file path', 'in-cluster config, else $KUBECONFIG or ~/.kube/config', { value: 'FILE' }),
+  option(
+    'kubeconfig',
+    'string',
+    "The kubeconfig file: pods come from the Kubernetes API (implies --mode=api). With --bootstrap-kubeconfig, the node's own kubeconfig, as the kubelet's: used while its client certificate is valid, else written anew to name the certificate in --cert-dir.",
+    'a file path',
+    'in-cluster config, else $KUBECONFIG or ~/.kube/config; with --bootstrap-kubeconfig <root-dir>/kubeconfig',
+    { value: 'FILE' },
+  ),
+  option(
+    'bootstrapKubeconfig',
+    'string',
+    "API mode, TLS bootstrapping as the kubelet's flag: a kubeconfig whose credentials (a bootstrap token, or a ServiceAccount allowed only to create and read CertificateSigningRequests) request this node's client certificate (system:node:<node-name> in system:nodes, signer kubernetes.io/kube-apiserver-client-kubelet), used while no valid one is stored. The agent then runs as that node identity.",
+    'a file path',
+    'none (the identity of --kubeconfig)',
+    { value: 'FILE' },
+  ),
+  option('certDir', 'string', "Where the node's client certificate and key are kept (kubelet-client-current.pem, mode 0600), as the kubelet's --cert-dir.", 'an absolute path', '<root-dir>/pki', { value: 'DIR' }),
+  option(
+    'rotateCertificates',
+    'boolean',
+    "With --bootstrap-kubeconfig: request a new client certificate at a random point between 70% and 90% of the current one's lifetime, and use it without a restart, as the kubelet's --rotate-certificates.",
+    'true or false',
+    'true with --bootstrap-kubeconfig',
+  ),
   option('objectCacheTtlMs', 'duration', 'API mode: how long a PVC, PV or CSIDriver read (a ConfigMap or Secret one with the Cache strategy) is reused.', duration(0), '5s', {
     flag: '--object-cache-ttl',
     aliases: [ms('--object-cache-ttl-ms')],

@@ -18,6 +18,8 @@ export interface ApiWiring {
   readonly kube: ApiMode
   readonly clients: KubeClients
   readonly registration: NodeRegistration
+  /** The node's certificate, with TLS bootstrapping. */
+  readonly credentials?: InstanceType<ApiMode['NodeCredentials']>
 }
 
 export interface ModeSources {
@@ -52,6 +54,12 @@ export interface ApiSourcesOptions {
   readonly logger: AgentLogger
   readonly clock: Parameters<ApiMode['createApiObjectReader']>[0]['clock']
   readonly onRestart: (resource: string, reason: string) => void
+  /**
+   * TLS bootstrapping: the node's credentials, started first of the API services (`node-credentials`
+   * in /readyz); while they hold no certificate, the pod and Node lists wait for one, and the start
+   * does not wait for those lists.
+   */
+  readonly credentials?: InstanceType<ApiMode['NodeCredentials']>
 }
 
 /**
@@ -60,7 +68,7 @@ export interface ApiSourcesOptions {
  * TokenRequest.
  */
 export function apiSources(options: ApiSourcesOptions): ModeSources {
-  const { config, kube, clients, logger, clock, onRestart } = options
+  const { config, kube, clients, logger, clock, onRestart, credentials } = options
   const registration = kube.createNodeRegistration({
     clients,
     nodeName: config.nodeName,
@@ -86,8 +94,18 @@ export function apiSources(options: ApiSourcesOptions): ModeSources {
     pods: podSource.pods,
     objects: reader,
     tokens: kube.createApiTokenSource(clients, clock),
-    api: { kube, clients, registration },
+    api: { kube, clients, registration, ...(credentials ? { credentials } : {}) },
     early: [
+      ...(credentials
+        ? [
+            defineService('node-credentials', {
+              create: () => credentials,
+              start: (c) => c.start(),
+              ready: (c) => c.check(),
+              stop: (c) => c.stop(),
+            }),
+          ]
+        : []),
       defineService('node', {
         create: () => registration,
         start: (r) => r.start(),
@@ -103,7 +121,13 @@ export function apiSources(options: ApiSourcesOptions): ModeSources {
       start: async () => {
         // Before the pods arrive, so the first pods' objects are watched from the start.
         reader.objectWatches.start()
-        await Promise.all([podSource.informer.start(), reader.nodeInformer.start()])
+        const firstLists = Promise.all([podSource.informer.start(), reader.nodeInformer.start()])
+        // No certificate yet (TLS bootstrapping): the lists wait for it, the rest of the agent does not.
+        if (credentials && credentials.current() === undefined) {
+          firstLists.catch((err: unknown) => logger.warn('The first list failed', { err: String(err) }))
+          return
+        }
+        await firstLists
       },
       ready: (s) => (s.informer.synced() ? undefined : 'no pod list has arrived yet'),
       stop: async (s) => {
