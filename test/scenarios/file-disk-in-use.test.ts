@@ -77,4 +77,25 @@ describe('fileDisk: kubevol adopts only its own loop device', () => {
     await second.manager.waitForIdle()
     expect(await host.loopDevices?.find(IMAGE)).toEqual([])
   })
+
+  it('an attach whose record cannot be written is undone: a failed attach leaves no loop device behind', async () => {
+    const h = start(scenario({ plugins: createBuiltinPlugins() }))
+    h.host.allocateFile(IMAGE, 32 << 20)
+    // The loop device is attached, then the record saying so is refused (as when the records'
+    // directory is swapped for a symlink in between).
+    const refuse = h.host.faults.failOn((call) => call.method === 'writeFile' && String(call.path).startsWith(RECORDS) && String(call.args[1]).includes('"state":"attached"'), 'ELOOP')
+    h.pods.setPod(podUsing('a'))
+    await h.advanceUntil(() => h.events.some((e) => e.type === 'Warning' && e.message.includes('AttachVolume.Attach failed')))
+    expect(await h.host.loopDevices?.find(IMAGE)).toEqual([])
+    h.pods.deletePod('a')
+    await h.advanceUntil(() => h.manager.getMountedVolumesForPod('a').size === 0)
+    await h.manager.waitForIdle()
+    expect(await h.host.loopDevices?.find(IMAGE)).toEqual([])
+    expect(h.host.mountTargets()).toEqual([])
+    // Once records can be written again, the same image attaches and mounts.
+    refuse()
+    await h.addPodAndWait(podUsing('b'))
+    expect(h.host.mountTargets()).toContain(GLOBAL)
+    expect(await h.host.loopDevices?.find(IMAGE)).toHaveLength(1)
+  })
 })

@@ -132,6 +132,27 @@ describeAsRoot('fileDisk handles and the first mount on the real kernel', () => 
     }
   })
 
+  it("a symlink where kubevol keeps its loop records is refused in its own words, not blamed on the handle, and nothing is attached", async () => {
+    const { p } = h()
+    writeFileSync(p('plain.img'), '')
+    execFileSync('truncate', ['-s', '32M', p('plain.img')])
+    mkdirSync(p('outside'))
+    const records = p('kubevol', 'plugins', 'kubevol.io', 'file-disk', 'loops')
+    mkdirSync(join(records, '..'), { recursive: true })
+    execFileSync('ln', ['-s', p('outside'), records])
+    const m = startManager(h(), { plain: { image: p('plain.img') } })
+    try {
+      m.pods.setPod(m.podOf('plain'))
+      await until(() => m.warnings('plain') !== '')
+      expect(m.warnings('plain')).toContain(`refusing to follow a symlink beneath the root: ${records} is a symlink`)
+      expect(m.warnings('plain')).not.toContain('volumeHandle')
+      expect(readdirSync(p('outside'))).toEqual([])
+      expect(loopsBackedBy(p('plain.img'))).toEqual([])
+    } finally {
+      await m.shutdown(['plain'])
+    }
+  })
+
   it('an ext4 image with errors fsck -a corrects is checked before its first mount, then mounted with its data', async () => {
     const { p } = h()
     // Filesystem errors recorded in the superblock and 50 blocks marked free that are in use.

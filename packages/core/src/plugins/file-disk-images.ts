@@ -60,10 +60,15 @@ export function refuseOversizedImage(spec: VolumeSpec, size: number, what: 'is' 
   )
 }
 
-/** An attach refusal of the host (a symlink on the way, not a regular file) in the fileDisk volume's words; anything else as it came. */
+/**
+ * An attach refusal of the host (a symlink on the way, not a regular file) in the fileDisk volume's
+ * words; anything else as it came. A symlink refused on kubevol's own records (beneath the root) is
+ * not the handle's: it keeps the host's message, which names that path.
+ */
 function refusedHandle(image: string, err: unknown): unknown {
   if (!(err instanceof HostError)) return err
-  if (err.code === 'ELOOP') {
+  const onTheHandle = err.path === image || image.startsWith(err.path.endsWith('/') ? err.path : `${err.path}/`)
+  if (err.code === 'ELOOP' && onTheHandle) {
     return new Error(`${FILE_DISK_DRIVER} volumeHandle ${image} has a symlink in its path: a fileDisk image is opened without following a symlink at any level (${errorMessage(err)})`, { cause: err })
   }
   if (err.code === 'EINVAL' && err.syscall === 'losetup') {

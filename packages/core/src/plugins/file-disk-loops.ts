@@ -137,6 +137,16 @@ export function createFileDiskLoops(context: VolumePluginContext, options: { rea
     return ours?.device
   }
 
+  async function undoAttach(image: string, device: string, cause: unknown): Promise<void> {
+    try {
+      await loops().detach(device)
+    } catch (err) {
+      context.logger.warn('Could not detach the loop device of a failed fileDisk attach', { image, device, err: String(err), cause: String(cause) })
+      return
+    }
+    await writeRecord({ image, state: 'detached' }).catch(() => undefined)
+  }
+
   return {
     find: own,
     async attach(image, use) {
@@ -153,9 +163,17 @@ export function createFileDiskLoops(context: VolumePluginContext, options: { rea
         if (!(err instanceof HostError && err.code === 'ETIMEDOUT')) await writeRecord({ image, state: 'detached' }).catch(() => undefined)
         throw err
       }
-      const status = await loops().status(device)
-      if (!status) throw new Error(`loop device ${device} of ${image} was detached right after the attach`)
-      await writeRecord({ image, state: 'attached', device, attachment: status.attachment })
+      try {
+        const status = await loops().status(device)
+        if (!status) throw new Error(`loop device ${device} of ${image} was detached right after the attach`)
+        await writeRecord({ image, state: 'attached', device, attachment: status.attachment })
+      } catch (err) {
+        // The step fails, so no one will detach what it attached: undone here. Nothing uses the
+        // device yet. If the undo fails too, the record still says "under way", and the next
+        // attach of the image adopts the idle device (or its detach removes it).
+        await undoAttach(image, device, err)
+        throw err
+      }
       return device
     },
     async detach(image) {
