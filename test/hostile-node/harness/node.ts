@@ -25,7 +25,9 @@ interface PodView {
 interface StateView {
   readonly podErrors: Record<string, string[]>
   readonly desired: { volumeName: string; podUID: string }[]
-  readonly actual: { mounted: { volumeName: string; podUID: string; mountState: string }[] }
+  readonly actual: { mounted: { volumeName: string; podUID: string; mountState: string }[]; attached: { volumeName: string }[] }
+  /** Operations running now (a mount may still land after its pod is gone). */
+  readonly pendingOperations: { name: string; volumeName: string }[]
   readonly manifests?: { errors: { file: string; line: number; reason: string }[] }
 }
 

@@ -128,6 +128,12 @@ export async function startAgentProcess(flags: AgentFlags): Promise<AgentProcess
   let out = ''
   child.stdout?.on('data', (chunk: Buffer) => (out += chunk.toString()))
   child.stderr?.on('data', (chunk: Buffer) => (out += chunk.toString()))
+  if (process.env.KUBEVOL_HOSTILE_LOG_DIR) {
+    const { createWriteStream } = await import('node:fs')
+    const log = createWriteStream(`${process.env.KUBEVOL_HOSTILE_LOG_DIR}/agent-${Date.now()}-${child.pid}.log`)
+    child.stdout?.pipe(log)
+    child.stderr?.pipe(log)
+  }
   let done = false
   const exited = new Promise<number | string>((resolve) =>
     child.on('exit', (code, signal) => {

@@ -50,8 +50,17 @@ async function letAgentUnmount(internals: NodeInternals, notes: string[]): Promi
     await until(
       'the agent to unmount every pod',
       async () => {
+        // Idle means nothing desired, mounted or attached, and no operation running: a mount that
+        // started while its pod was still there lands after the pod is gone, and a shutdown before
+        // it lands would leave it for the next start's reconstruction, not for this audit.
         const state = await node.state()
-        return state.desired.length === 0 && state.actual.mounted.length === 0 && node.mountsUnder(join(node.root, 'pods')).length === 0
+        return (
+          state.desired.length === 0 &&
+          state.actual.mounted.length === 0 &&
+          state.actual.attached.length === 0 &&
+          state.pendingOperations.length === 0 &&
+          node.mountsUnder(join(node.root, 'pods')).length === 0
+        )
       },
       20_000,
     )
