@@ -1,6 +1,7 @@
 /**
  * The read-only HTTP endpoints (node:http): `/livez`, `/readyz` (`?verbose` lists the checks, in the
- * kube-apiserver's format), `/metrics`, `/v1/state`, `/v1/pods/<uid>`, `/v1/events`. Bound to
+ * kube-apiserver's format), `/metrics`, `/v1/state`, `/v1/pods/<uid>`, `/v1/events`, and a
+ * container's mounts at `/v1/pods/<uid>/containers/<name>/mounts` (`?wait=30s`). Bound to
  * 127.0.0.1 by default; with a bearer token, every endpoint requires it (the plain health checks
  * can be exempted for probes). Only GET and HEAD; nothing here changes state. A malformed request
  * gets a 4xx answer, never a crash.
@@ -9,6 +10,8 @@ import { timingSafeEqual } from 'node:crypto'
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { type Logger, errorMessage } from '@kubevol/core'
+import { parseDuration } from '../config/duration.js'
+import type { ContainerMountsRequest, RouteAnswer } from './container-mounts-view.js'
 
 /** A client must have sent its request headers within this long of connecting (then `408`). */
 export const HEADERS_TIMEOUT_MS = 10_000
@@ -33,7 +36,12 @@ interface StatusRoutes {
   /** undefined: 404. */
   pod(uid: string): unknown
   events(filter: { readonly podUID?: string; readonly limit?: number }): unknown
+  /** A container's mounts (`/v1/pods/<uid>/containers/<name>/mounts`); absent: 404. */
+  mounts?(request: ContainerMountsRequest): Promise<RouteAnswer>
 }
+
+/** The longest `?wait=` of the mounts endpoint. */
+const MAX_MOUNTS_WAIT_MS = 10 * 60_000
 
 export interface StatusServerOptions {
   /** @default '127.0.0.1' */
@@ -111,6 +119,41 @@ async function handleRequest(options: StatusServerOptions, req: IncomingMessage,
   return route(options.routes, res, path, url, verbose)
 }
 
+/** `/v1/pods/<uid>/containers/<name>/mounts[?wait=30s][&recursiveReadOnly=true]`. */
+async function mountsRoute(routes: StatusRoutes, res: ServerResponse, match: RegExpExecArray, url: URL): Promise<void> {
+  let uid: string
+  let container: string
+  try {
+    uid = decodeURIComponent(match[1] as string)
+    container = decodeURIComponent(match[2] as string)
+  } catch {
+    return sendJson(res, 400, { error: 'malformed percent-encoding in the pod UID or the container name' })
+  }
+  const wait = url.searchParams.get('wait')
+  const waitMs = wait === null ? undefined : parseDuration(wait)
+  if (wait !== null && (waitMs === undefined || waitMs > MAX_MOUNTS_WAIT_MS)) {
+    return sendJson(res, 400, { error: `wait must be a duration such as 30s or 2m, at most 10m, not ${JSON.stringify(wait.slice(0, 40))}` })
+  }
+  const rro = url.searchParams.get('recursiveReadOnly')
+  if (rro !== null && rro !== 'true' && rro !== 'false') return sendJson(res, 400, { error: `recursiveReadOnly must be true or false, not ${JSON.stringify(rro.slice(0, 40))}` })
+  // A client that goes away ends the wait.
+  const gone = new AbortController()
+  const onClose = (): void => gone.abort()
+  res.once('close', onClose)
+  try {
+    const answer = await (routes.mounts as NonNullable<StatusRoutes['mounts']>)({
+      uid,
+      container,
+      ...(waitMs === undefined ? {} : { waitMs }),
+      recursiveReadOnly: rro === 'true',
+      signal: gone.signal,
+    })
+    if (!res.writableEnded && !res.destroyed) sendJson(res, answer.status, answer.body)
+  } finally {
+    res.off('close', onClose)
+  }
+}
+
 async function route(routes: StatusRoutes, res: ServerResponse, path: string, url: URL, verbose: boolean): Promise<void> {
   if (path === '/livez' || path === '/healthz') {
     const checks = routes.livez()
@@ -131,6 +174,8 @@ async function route(routes: StatusRoutes, res: ServerResponse, path: string, ur
     if (limit !== null && !/^\d{1,9}$/.test(limit)) return sendJson(res, 400, { error: `limit must be a non-negative integer, not ${JSON.stringify(limit.slice(0, 40))}` })
     return sendJson(res, 200, routes.events({ ...(podUID ? { podUID } : {}), ...(limit !== null ? { limit: Number(limit) } : {}) }))
   }
+  const mounts = routes.mounts ? /^\/v1\/pods\/([^/]+)\/containers\/([^/]+)\/mounts$/.exec(path) : null
+  if (mounts) return mountsRoute(routes, res, mounts, url)
   const pod = /^\/v1\/pods\/([^/]+)$/.exec(path)
   if (pod) {
     let uid: string
@@ -143,7 +188,7 @@ async function route(routes: StatusRoutes, res: ServerResponse, path: string, ur
     if (view === undefined) return sendJson(res, 404, { error: `pod ${JSON.stringify(uid.slice(0, 100))} is not known on this node` })
     return sendJson(res, 200, view)
   }
-  return sendJson(res, 404, { error: `no endpoint ${JSON.stringify(path.slice(0, 100))}`, endpoints: ['/livez', '/readyz', '/metrics', '/v1/state', '/v1/pods/<uid>', '/v1/events'] })
+  return sendJson(res, 404, { error: `no endpoint ${JSON.stringify(path.slice(0, 100))}`, endpoints: ['/livez', '/readyz', '/metrics', '/v1/state', '/v1/pods/<uid>', '/v1/pods/<uid>/containers/<name>/mounts', '/v1/events'] })
 }
 
 /** Timeouts against slow clients, and answers to what never reaches the request handler. */
