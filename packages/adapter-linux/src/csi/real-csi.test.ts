@@ -340,6 +340,40 @@ describeWithRealCsi('the volume manager with the real CSI hostpath driver and no
     await until('unstaged', () => n.driverVolume(volume.volumeId)?.Staged?.length === 0)
   })
 
+  it('a raw block volume grown in use: NodeExpandVolume on the published device, the claim records the new capacity', async () => {
+    const n = await node()
+    const { volume, pvc, pv } = await n.claim('rawgrow', 8 * MiB, 'Block')
+    const pod: Pod = buildPod({ uid: 'rawgrow-pod', volumes: [{ name: 'rawgrow', persistentVolumeClaim: { claimName: 'rawgrow' } }], devices: ['rawgrow'] })
+    n.pods.setPod(pod)
+    await n.manager.waitForAttachAndMount(pod, { timeoutMs: 30_000 })
+    await n.controller.expandVolume(volume.volumeId, 16 * MiB, 'block')
+    n.objects.put('PersistentVolume', { ...pv, spec: { ...pv.spec, capacity: { storage: '16Mi' } } })
+    n.objects.put('PersistentVolumeClaim', {
+      ...pvc,
+      spec: { ...pvc.spec, resources: { requests: { storage: '16Mi' } } },
+      status: { ...pvc.status, allocatedResources: { storage: '16Mi' }, allocatedResourceStatuses: { storage: 'NodeResizePending' } },
+    })
+    await until('NodeExpandVolume called', () => n.calls().includes('NodeExpandVolume'))
+    const devices = `${n.root}/plugins/kubernetes.io/csi/volumeDevices`
+    // The kubelet's volume_path of a block volume is its device path: the published device file.
+    expect(n.requests('NodeExpandVolume')).toEqual([
+      {
+        volume_id: volume.volumeId,
+        volume_path: `${devices}/publish/pv-rawgrow/rawgrow-pod`,
+        staging_target_path: `${devices}/staging/pv-rawgrow`,
+        capacity_range: { required_bytes: 16 * MiB },
+        volume_capability: { access_mode: { mode: 'SINGLE_NODE_MULTI_WRITER' }, block: {} },
+      },
+    ])
+    await until('the claim records 16Mi', async () => (await n.objects.getPersistentVolumeClaim('default', 'rawgrow')).status?.capacity?.storage === '16Mi')
+    expect(n.events.filter((e) => e.type === 'Warning')).toEqual([])
+    expect(n.events.map((e) => e.message)).toContain('MountVolume.NodeExpandVolume succeeded for volume "pv-rawgrow" node-1')
+
+    n.pods.deletePod('rawgrow-pod')
+    await n.manager.waitForUnmount(pod, { timeoutMs: 30_000 })
+    await until('unmapped and unstaged', () => mountsUnder(n.root).length === 0 && n.driverVolume(volume.volumeId)?.Staged?.length === 0)
+  })
+
   it('the driver restarted with its registrar: the driver is unregistered meanwhile (a pod going away waits with a clear error), registered again, and both pods are served', async () => {
     const n = await node()
     const { volume } = await n.claim('keep', 8 * MiB, 'Filesystem')
@@ -409,6 +443,32 @@ describeWithRealCsi('the volume manager with the real CSI hostpath driver and no
     expect(await n.host.lstat(`${n.root}/pods/kill-pod/volumes/${CSI_DIR}/pv-kill`)).toBeNull()
     expect(readFileSync(`${n.stateDir}/${volume.volumeId}/before`, 'utf8')).toBe('kept')
     expect(readFileSync(`${n.stateDir}/${volume.volumeId}/after`, 'utf8')).toBe('written')
+  })
+
+  it('the driver SIGKILLed in the middle of NodePublishVolume and the pod deleted while it is down: the uncertain mount is unpublished and unstaged once the driver is back', async () => {
+    const n = await node()
+    const { volume } = await n.claim('gone', 8 * MiB, 'Filesystem')
+    writeFileSync(`${n.stateDir}/${volume.volumeId}/before`, 'kept')
+    const pod: Pod = buildPod({ uid: 'gone-pod', volumes: [{ name: 'gone', persistentVolumeClaim: { claimName: 'gone' } }] })
+    writeFileSync(n.hold, '')
+    n.pods.setPod(pod)
+    await until('NodePublishVolume reached mount(8)', () => existsSync(`${n.hold}.reached`))
+    await n.driver().stop('SIGKILL')
+    rmSync(n.hold)
+    await until('the failure reported', () => n.events.some((e) => e.reason === 'FailedMount'))
+    n.pods.deletePod('gone-pod')
+    // The publish may have happened: the kubelet tears an uncertain mount down with NodeUnpublishVolume,
+    // which fails while the driver is away; nothing is removed meanwhile.
+    await until('NodeUnpublishVolume attempted without the driver', () => n.failures.some((f) => /TearDown|Unpublish/.test(f.error) && /Unavailable/.test(f.error)))
+    const dir = `${n.root}/pods/gone-pod/volumes/${CSI_DIR}/pv-gone`
+    expect(JSON.parse(readFileSync(`${dir}/vol_data.json`, 'utf8'))).toMatchObject({ driverName: DRIVER, volumeHandle: volume.volumeId })
+
+    await n.startDriver()
+    await until('unpublished and unstaged', async () => n.driverVolume(volume.volumeId)?.Staged?.length === 0 && (await n.host.lstat(dir)) === null)
+    expect(mountsUnder(n.root)).toEqual([])
+    expect(n.calls().filter((c) => /^Node(Stage|Unstage|Publish|Unpublish)Volume$/.test(c))).toEqual(['NodeStageVolume', 'NodePublishVolume', 'NodeUnpublishVolume', 'NodeUnstageVolume'])
+    expect(n.manager.hasPossiblyMountedVolumesForPod('gone-pod')).toBe(false)
+    expect(readFileSync(`${n.stateDir}/${volume.volumeId}/before`, 'utf8')).toBe('kept')
   })
 })
 
