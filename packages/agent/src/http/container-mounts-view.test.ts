@@ -106,6 +106,19 @@ describe('GET /v1/pods/<uid>/containers/<name>/mounts', () => {
     expect((waited.json() as { error: string }).error).toMatch(/^Unable to attach or mount volumes: unmounted volumes=\[config\], unattached volumes=\[\], failed to process volumes=\[\]: .*context deadline exceeded$/)
   })
 
+  it('/v1/pods/<uid>/mounts: every container, each with its mounts or the reason it has none', async () => {
+    const { agent } = await start({ 'web.yaml': POD })
+    await until('scratch mounted', () => agent.manager.getMountedVolumesForPod('web-uid').has('scratch'))
+    const res = await get(`${agent.url}/v1/pods/web-uid/mounts`)
+    expect(res.status).toBe(200)
+    const body = res.json() as { pod: unknown; containers: { container: string; mounts?: { containerPath: string }[]; error?: string }[] }
+    expect(body.pod).toEqual({ namespace: 'default', name: 'web', uid: 'web-uid' })
+    expect(body.containers.map((c) => [c.container, c.mounts?.map((m) => m.containerPath) ?? c.error])).toEqual([
+      ['init', ['/scratch']],
+      ['main', 'cannot find volume "config" to mount into container "main"'],
+    ])
+  })
+
   it('answers once the volumes are mounted when they come during the wait', async () => {
     const { agent, write } = await start({ 'web.yaml': POD })
     const answer = get(`${agent.url}/v1/pods/web-uid/containers/main/mounts?wait=20s`)

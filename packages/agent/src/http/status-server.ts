@@ -36,7 +36,7 @@ interface StatusRoutes {
   /** undefined: 404. */
   pod(uid: string): unknown
   events(filter: { readonly podUID?: string; readonly limit?: number }): unknown
-  /** A container's mounts (`/v1/pods/<uid>/containers/<name>/mounts`); absent: 404. */
+  /** A container's mounts (`/v1/pods/<uid>/containers/<name>/mounts`), or every container's (`/v1/pods/<uid>/mounts`); absent: 404. */
   mounts?(request: ContainerMountsRequest): Promise<RouteAnswer>
 }
 
@@ -119,13 +119,13 @@ async function handleRequest(options: StatusServerOptions, req: IncomingMessage,
   return route(options.routes, res, path, url, verbose)
 }
 
-/** `/v1/pods/<uid>/containers/<name>/mounts[?wait=30s][&recursiveReadOnly=true]`. */
+/** `/v1/pods/<uid>[/containers/<name>]/mounts[?wait=30s][&recursiveReadOnly=true]`. */
 async function mountsRoute(routes: StatusRoutes, res: ServerResponse, match: RegExpExecArray, url: URL): Promise<void> {
   let uid: string
-  let container: string
+  let container: string | undefined
   try {
     uid = decodeURIComponent(match[1] as string)
-    container = decodeURIComponent(match[2] as string)
+    container = match[2] === undefined ? undefined : decodeURIComponent(match[2])
   } catch {
     return sendJson(res, 400, { error: 'malformed percent-encoding in the pod UID or the container name' })
   }
@@ -143,7 +143,7 @@ async function mountsRoute(routes: StatusRoutes, res: ServerResponse, match: Reg
   try {
     const answer = await (routes.mounts as NonNullable<StatusRoutes['mounts']>)({
       uid,
-      container,
+      ...(container === undefined ? {} : { container }),
       ...(waitMs === undefined ? {} : { waitMs }),
       recursiveReadOnly: rro === 'true',
       signal: gone.signal,
@@ -174,7 +174,7 @@ async function route(routes: StatusRoutes, res: ServerResponse, path: string, ur
     if (limit !== null && !/^\d{1,9}$/.test(limit)) return sendJson(res, 400, { error: `limit must be a non-negative integer, not ${JSON.stringify(limit.slice(0, 40))}` })
     return sendJson(res, 200, routes.events({ ...(podUID ? { podUID } : {}), ...(limit !== null ? { limit: Number(limit) } : {}) }))
   }
-  const mounts = routes.mounts ? /^\/v1\/pods\/([^/]+)\/containers\/([^/]+)\/mounts$/.exec(path) : null
+  const mounts = routes.mounts ? /^\/v1\/pods\/([^/]+)(?:\/containers\/([^/]+))?\/mounts$/.exec(path) : null
   if (mounts) return mountsRoute(routes, res, mounts, url)
   const pod = /^\/v1\/pods\/([^/]+)$/.exec(path)
   if (pod) {
@@ -188,7 +188,7 @@ async function route(routes: StatusRoutes, res: ServerResponse, path: string, ur
     if (view === undefined) return sendJson(res, 404, { error: `pod ${JSON.stringify(uid.slice(0, 100))} is not known on this node` })
     return sendJson(res, 200, view)
   }
-  return sendJson(res, 404, { error: `no endpoint ${JSON.stringify(path.slice(0, 100))}`, endpoints: ['/livez', '/readyz', '/metrics', '/v1/state', '/v1/pods/<uid>', '/v1/pods/<uid>/containers/<name>/mounts', '/v1/events'] })
+  return sendJson(res, 404, { error: `no endpoint ${JSON.stringify(path.slice(0, 100))}`, endpoints: ['/livez', '/readyz', '/metrics', '/v1/state', '/v1/pods/<uid>', '/v1/pods/<uid>/mounts', '/v1/pods/<uid>/containers/<name>/mounts', '/v1/events'] })
 }
 
 /** Timeouts against slow clients, and answers to what never reaches the request handler. */
