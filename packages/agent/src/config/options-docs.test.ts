@@ -1,7 +1,7 @@
 /**
  * What the project ships speaks the option table's vocabulary: the agent README's table is the
  * option table (every option once, under its flag, variable and default), and the DaemonSet's args
- * use no deprecated spelling.
+ * and deploy/README.md's agent command lines use no deprecated spelling.
  */
 import { readFileSync } from 'node:fs'
 import { describe, expect, it } from 'vitest'
@@ -30,6 +30,21 @@ describe('deploy/daemonset.yaml', () => {
       const found = optionOfFlag(arg.split('=')[0] as string)
       expect(found, arg).toBeDefined()
       expect(found?.alias, arg).toBeUndefined()
+    }
+  })
+})
+
+describe('deploy/README.md', () => {
+  it("starts the agent under the option table's flags, never a deprecated spelling", () => {
+    const readme = readFileSync(new URL('../../../../deploy/README.md', import.meta.url), 'utf8')
+    const lines = readme.split('\n').filter((l) => /^(sudo )?node \S*packages\/agent\/dist\/\S*main\.js /.test(l))
+    expect(lines.length).toBeGreaterThan(0)
+    for (const line of lines) {
+      for (const flag of line.match(/ --?[a-z][\w-]*/g) ?? []) {
+        const found = optionOfFlag(flag.trim())
+        expect(found, `${flag.trim()} in ${line}`).toBeDefined()
+        expect(found?.alias, `${flag.trim()} in ${line}`).toBeUndefined()
+      }
     }
   })
 })
