@@ -110,42 +110,52 @@ describeWithRealCsi('the volume manager with the real CSI hostpath driver and no
       await driver?.stop()
     })
     await startDriver()
-    // kubevol's watcher makes plugins_registry (as the kubelet does at start); the registrar binds its socket there.
-    const registry = createCsiDriverRegistry()
-    const watcher = await startPluginWatcher({ rootDir: root, registry, host, rescanIntervalMs: 500 })
-    stops.push(() => watcher.stop())
-    await startRegistrarProcess()
-    await until('the driver registered through plugins_registry', () => registry.get(DRIVER) !== undefined)
-
     const objects = createMemoryObjectReader()
-    // The CSIDriver object csi-driver-host-path deploys.
+    // The CSIDriver object csi-driver-host-path deploys (attachRequired: there is no attacher here).
     objects.put('CSIDriver', { metadata: { name: DRIVER }, spec: { attachRequired: false, podInfoOnMount: true, volumeLifecycleModes: ['Persistent', 'Ephemeral'], fsGroupPolicy: 'File' } })
     const pods = createMemoryPodSource()
     const events: VolumeEvent[] = []
-    const plugin = createCsiPlugin({ drivers: registry })
-    const manager = createVolumeManager({
-      host,
-      plugins: [plugin],
-      podSource: pods,
-      objects,
-      nodeName: 'node-1',
-      rootDir: root,
-      controllerAttachDetach: false,
-      recorder: { event: (e) => events.push(e) },
-      backoff: { initialMs: 200, maxMs: 2_000 },
-      expansionCheckPeriodMs: 200,
-    })
     const failures: { name: string; error: string }[] = []
-    manager.subscribe((e) => {
-      if (e.type === 'operation' && e.operation.error) failures.push({ name: e.operation.name, error: e.operation.error })
-    })
-    const stop = new AbortController()
-    const running = manager.run(stop.signal)
-    stops.push(async () => {
-      stop.abort()
-      await running
-    })
-    await plugin.syncDriverObjects()
+
+    /** kubevol as an agent runs it: the plugin watcher on plugins_registry and the volume manager. */
+    const startKubevol = async () => {
+      const registry = createCsiDriverRegistry()
+      // The watcher makes plugins_registry (as the kubelet does at start); a registrar binds its socket there.
+      const watcher = await startPluginWatcher({ rootDir: root, registry, host, rescanIntervalMs: 500 })
+      const plugin = createCsiPlugin({ drivers: registry })
+      const manager = createVolumeManager({
+        host,
+        plugins: [plugin],
+        podSource: pods,
+        objects,
+        nodeName: 'node-1',
+        rootDir: root,
+        controllerAttachDetach: false,
+        recorder: { event: (e) => events.push(e) },
+        backoff: { initialMs: 200, maxMs: 2_000 },
+        expansionCheckPeriodMs: 200,
+      })
+      manager.subscribe((e) => {
+        if (e.type === 'operation' && e.operation.error) failures.push({ name: e.operation.name, error: e.operation.error })
+      })
+      const stop = new AbortController()
+      const running = manager.run(stop.signal)
+      let stopped = false
+      const kill = async () => {
+        if (stopped) return
+        stopped = true
+        stop.abort()
+        await running
+        watcher.stop()
+        for (const d of registry.list()) registry.unregister(d.name)
+      }
+      stops.push(kill)
+      return { registry, plugin, manager, kill }
+    }
+    let kubevol = await startKubevol()
+    await startRegistrarProcess()
+    await until('the driver registered through plugins_registry', () => kubevol.registry.get(DRIVER) !== undefined)
+    await kubevol.plugin.syncDriverObjects()
     const controller: ControllerClient = createControllerClient(socket)
     stops.push(() => controller.close())
 
@@ -183,12 +193,23 @@ describeWithRealCsi('the volume manager with the real CSI hostpath driver and no
       registrationDir,
       stateDir,
       hold,
-      registry,
+      get registry() {
+        return kubevol.registry
+      },
+      get manager() {
+        return kubevol.manager
+      },
+      /** Stops kubevol (mounts stay) and starts it again on the same root: registration and reconstruction anew. */
+      async restartKubevol() {
+        await kubevol.kill()
+        kubevol = await startKubevol()
+        await until('the driver registered again', () => kubevol.registry.get(DRIVER) !== undefined)
+        await kubevol.plugin.syncDriverObjects()
+      },
       objects,
       pods,
       events,
       failures,
-      manager,
       controller,
       claim,
       driverVolume,
@@ -372,6 +393,52 @@ describeWithRealCsi('the volume manager with the real CSI hostpath driver and no
     n.pods.deletePod('rawgrow-pod')
     await n.manager.waitForUnmount(pod, { timeoutMs: 30_000 })
     await until('unmapped and unstaged', () => mountsUnder(n.root).length === 0 && n.driverVolume(volume.volumeId)?.Staged?.length === 0)
+  })
+
+  it('kubevol restarted with a filesystem, a raw block and an inline volume set up: the driver registered again from its socket, the volumes reconstructed and kept, their statistics read, and all torn down with the pod', async () => {
+    const n = await node()
+    const fs = await n.claim('files', 8 * MiB, 'Filesystem')
+    const blk = await n.claim('disk', 8 * MiB, 'Block')
+    const pod: Pod = buildPod({
+      uid: 'kept',
+      volumes: [
+        { name: 'files', persistentVolumeClaim: { claimName: 'files' } },
+        { name: 'disk', persistentVolumeClaim: { claimName: 'disk' } },
+        { name: 'scratch', csi: { driver: DRIVER } },
+      ],
+      devices: ['disk'],
+    })
+    n.pods.setPod(pod)
+    await n.manager.waitForAttachAndMount(pod, { timeoutMs: 30_000 })
+    const mounted = mountsUnder(n.root)
+    expect(mounted).toHaveLength(4)
+    writeFileSync(`${n.target('kept', 'pv-files')}/rows`, 'rows')
+    const published = n.calls().filter((c) => c === 'NodePublishVolume').length
+
+    await n.restartKubevol()
+    await n.manager.waitForAttachAndMount(pod, { timeoutMs: 30_000 })
+    // The same mounts, none doubled: a publish again is answered from what is mounted.
+    expect(mountsUnder(n.root)).toEqual(mounted)
+    expect(n.calls().filter((c) => c === 'NodePublishVolume').length).toBeGreaterThanOrEqual(published)
+    expect(readFileSync(`${n.target('kept', 'pv-files')}/rows`, 'utf8')).toBe('rows')
+    expect([...n.manager.getMountedVolumesForPod(pod).keys()].sort()).toEqual(['disk', 'files', 'scratch'])
+
+    const stats = await n.manager.collectVolumeStats()
+    expect(stats.length).toBeGreaterThan(0)
+    const asked = n.requests('NodeGetVolumeStats')
+    expect(asked.map((r) => r.volume_path)).toContain(n.target('kept', 'pv-files'))
+    expect(asked.find((r) => r.volume_path === n.target('kept', 'pv-files'))).toMatchObject({ volume_id: fs.volume.volumeId, staging_target_path: n.staging(fs.volume.volumeId) })
+
+    n.pods.deletePod('kept')
+    await n.manager.waitForUnmount(pod, { timeoutMs: 30_000 })
+    await until('all unpublished and unstaged', () => mountsUnder(n.root).length === 0 && n.driverVolume(fs.volume.volumeId)?.Staged?.length === 0 && n.driverVolume(blk.volume.volumeId)?.Staged?.length === 0)
+    expect(n.driverVolume(`csi-${sha256Hex('keptscratch')}`)).toBeUndefined()
+    for (const name of ['pv-files', 'scratch']) expect(await n.host.lstat(`${n.root}/pods/kept/volumes/${CSI_DIR}/${name}`)).toBeNull()
+    expect(await n.host.lstat(`${n.root}/pods/kept/volumeDevices/${CSI_DIR}/pv-disk`)).toBeNull()
+    // The pod's directory goes with the orphan clean-up (the kubelet's housekeeping), nothing mounted in it.
+    await n.manager.cleanupOrphanedPods()
+    expect(await n.host.lstat(`${n.root}/pods/kept`)).toBeNull()
+    expect(readFileSync(`${n.stateDir}/${fs.volume.volumeId}/rows`, 'utf8')).toBe('rows')
   })
 
   it('the driver restarted with its registrar: the driver is unregistered meanwhile (a pod going away waits with a clear error), registered again, and both pods are served', async () => {
