@@ -166,6 +166,32 @@ const TABLE: CommandSpec[] = [
     ],
   },
   {
+    name: 'mounts',
+    summary: "Print a container's mounts and devices, as a runtime gives them to it.",
+    description:
+      "Reads a running agent's /v1/pods/<uid>/containers/<name>/mounts: each mount's container path, host path, read-only or recursively read-only, and propagation, " +
+      "as the kubelet makes them from the pod's mounted volumes (subPaths are the binds the agent made). POD is a UID or namespace/name; without CONTAINER, every container of the pod. " +
+      "-o json and -o yaml give the CRI's Mount and Device fields; -o oci gives one container's entries of an OCI runtime spec's mounts, ready to append to a bundle's config.json. " +
+      "--wait first waits for the pod's volumes, as the kubelet does before it starts the containers.",
+    args: [
+      { name: 'POD', description: 'the pod: UID or namespace/name', required: true },
+      { name: 'CONTAINER', description: 'one of its containers (default: every container)', required: false },
+    ],
+    flags: [
+      SERVER,
+      TOKEN,
+      { ...OUTPUT, choices: ['table', 'json', 'yaml', 'oci'] },
+      NO_HEADERS,
+      { name: 'wait', type: 'duration', value: 'DURATION', description: "Wait this long for the pod's volumes first (at most 10m)." },
+      { name: 'recursive-read-only', type: 'boolean', description: 'The runtime makes recursive read-only mounts: recursiveReadOnly IfPossible gives one.' },
+    ],
+    examples: ['kubevol mounts default/web', 'kubevol mounts default/web app -o oci --wait 30s', 'kubevol mounts 6f1c2a9e-0d4b-4c55-9a7e-3b2f1d0c8e77 app -o json'],
+    exitCodes: [
+      { code: 1, meaning: 'the pod or container is not known, a volume is not mounted yet, or a mount is refused (the kubelet\'s text)' },
+      { code: 3, meaning: 'the agent cannot be reached' },
+    ],
+  },
+  {
     name: 'plan',
     summary: 'Print the operations a run would perform, touching nothing.',
     description:

@@ -9,6 +9,7 @@ import { renderCompletion } from '../completion.js'
 import { type StatusDependencies, explainCommand, statusCommand } from './status.js'
 import { gcCommand } from './gc.js'
 import { type DoctorEnvironment, doctorCommand } from './doctor.js'
+import { mountsCommand } from './mounts.js'
 import { planCommand } from './plan.js'
 import { reconstructCommand } from './reconstruct.js'
 import { type RunDependencies, runCommand } from './run.js'
@@ -28,6 +29,7 @@ export const COMMAND_HANDLERS: Readonly<Record<string, CommandHandler>> = {
   run: runCommand,
   status: statusCommand,
   explain: explainCommand,
+  mounts: mountsCommand,
   plan: planCommand,
   reconstruct: reconstructCommand,
   gc: gcCommand,
