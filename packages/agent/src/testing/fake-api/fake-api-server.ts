@@ -5,7 +5,8 @@
  * bookmarks only when asked; field selectors with the 400 for an unsupported field; PATCH only with a
  * patch content type (415 for application/json); 409 for a stale resourceVersion; Status bodies;
  * graceful pod deletion; finalizers that hold a deleted object; the Node authorizer's 403s for a node identity
- * and NodeRestriction's (a node creates only its own Node); and, when asked, the attach/detach controller.
+ * and NodeRestriction's (a node creates only its own Node); when given RBAC objects, the RBAC
+ * authorizer's 403s for other identities; and, when asked, the attach/detach controller.
  *
  * Tests drive it directly too: create, patch and delete objects as an administrator, cut or expire
  * watches, compact the history, make the next requests fail, and read the request log.
@@ -17,6 +18,7 @@ import { KubeConfig } from '@kubernetes/client-node'
 import { startAttachDetachController } from './attach-detach-controller.js'
 import type { Identity } from './node-authorizer.js'
 import { ObjectWrites } from './object-writes.js'
+import { createRbacAuthorizer } from './rbac-authorizer.js'
 import { type RequestCount, RequestCounter, type RequestFilter } from './request-counter.js'
 import { RequestHandler, sendJson } from './request-handler.js'
 import { StatusError, statusBody } from './status.js'
@@ -36,6 +38,13 @@ export interface FakeApiServerOptions {
    * @default false
    */
   readonly attachDetachController?: boolean
+  /**
+   * RBAC objects (ClusterRole, ClusterRoleBinding, Role, RoleBinding, as parsed from their YAML): when
+   * given, identities that are not nodes are held to them, as the RBAC authorizer holds them (a
+   * ServiceAccount with {@link FakeApiServer.addToken}: user `system:serviceaccount:<ns>:<name>`);
+   * `system:masters` may do anything. @default none: every identity but a node's may do anything
+   */
+  readonly rbac?: readonly Record<string, unknown>[]
 }
 
 /** One request as the server saw it. */
@@ -135,6 +144,7 @@ export async function startFakeApiServer(options: FakeApiServerOptions = {}): Pr
     counter: new RequestCounter(),
     failures: [],
     bookmarkIntervalMs: options.bookmarkIntervalMs ?? 60_000,
+    ...(options.rbac ? { rbac: createRbacAuthorizer(options.rbac) } : {}),
   })
   const { watches, counter, failures } = handler.state
   const requests: RequestRecord[] = []

@@ -40,7 +40,9 @@ export function nodeOf(identity: Identity): string | undefined {
 
 function forbidden(identity: Identity, req: AuthzRequest, reason: string): StatusError {
   const res = `${req.resource.plural}${req.subresource ? `/${req.subresource}` : ''}`
-  const subject = req.name ? `${req.resource.plural} "${req.name}"` : req.resource.plural
+  // The API server names a resource of a named group with its group: `volumeattachments.storage.k8s.io`.
+  const qualified = req.resource.group ? `${req.resource.plural}.${req.resource.group}` : req.resource.plural
+  const subject = req.name ? `${qualified} "${req.name}"` : qualified
   const scope = req.namespace ? `in the namespace "${req.namespace}"` : 'at the cluster scope'
   const message = `${subject} is forbidden: User "${identity.user}" cannot ${req.verb} resource "${res}" in API group "${req.resource.group}" ${scope}: ${reason}`
   return new StatusError(statusBody(403, 'Forbidden', message, { ...(req.name ? { name: req.name } : {}), ...(req.resource.group ? { group: req.resource.group } : {}), kind: req.resource.plural }))
@@ -155,7 +157,7 @@ export function authorize(store: FakeStore, identity: Identity, req: AuthzReques
     case 'pods': {
       if (verb === 'list' || verb === 'watch') {
         const bound = req.fieldSelector.some((f) => f.field === 'spec.nodeName' && f.op === '=' && f.value === node)
-        return bound ? undefined : forbidden(identity, req, `node "${node}" can only ${verb} pods with spec.nodeName=${node} field selector`)
+        return bound ? undefined : forbidden(identity, req, 'can only list/watch pods with spec.nodeName field selector')
       }
       if (verb === 'create') return forbidden(identity, req, 'a node may only create mirror pods')
       const pod = req.name ? store.get(r, req.namespace, req.name) : undefined
@@ -183,7 +185,7 @@ export function authorize(store: FakeStore, identity: Identity, req: AuthzReques
       if (verb === 'create' || req.name === node) return undefined
       return forbidden(identity, req, `node "${node}" may only access its own CSINode`)
     case 'volumeattachments': {
-      if (verb !== 'get' || !req.name) return forbidden(identity, req, 'a node may only get volume attachments by name')
+      if (verb !== 'get' || !req.name) return forbidden(identity, req, 'can only get individual resources of this type')
       const va = store.get(r, undefined, req.name)
       if (va && (va.spec as { nodeName?: string } | undefined)?.nodeName !== node) return forbidden(identity, req, `no relationship found between node '${node}' and this object`)
       return undefined

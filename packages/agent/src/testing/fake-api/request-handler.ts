@@ -1,12 +1,14 @@
 /**
  * How the fake API server answers one request, in the API server's order: injected failures,
  * authentication, the route, the verb, the selectors, the patch content type (before the body is
- * read), the body, authorization (the Node authorizer), then the verb's own handler.
+ * read), the body, authorization (the Node authorizer for nodes; RBAC for the others when the server
+ * has RBAC objects), then the verb's own handler.
  */
 import { randomBytes } from 'node:crypto'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { DeleteOptions, FailureRule, RequestRecord } from './fake-api-server.js'
-import { type Identity, type Verb, admitNodeUpdate, authorize } from './node-authorizer.js'
+import { type AuthzRequest, type Identity, type Verb, admitNodeUpdate, authorize, nodeOf } from './node-authorizer.js'
+import type { RbacAuthorizer } from './rbac-authorizer.js'
 import type { ObjectWrites } from './object-writes.js'
 import type { RequestCounter } from './request-counter.js'
 import { type FieldRequirement, type LabelRequirement, matchesFields, matchesLabels, parseFieldSelector, parseLabelSelector } from './selectors.js'
@@ -93,6 +95,8 @@ export interface HandlerState {
   readonly counter: RequestCounter
   readonly failures: { readonly rule: FailureRule; left: number }[]
   readonly bookmarkIntervalMs: number
+  /** Decides for identities that are not nodes; without it they may do anything. */
+  readonly rbac?: RbacAuthorizer
 }
 
 export class RequestHandler {
@@ -160,10 +164,10 @@ export class RequestHandler {
     // The content type is checked before the body is read or the request authorized, as the API server does.
     if (method === 'PATCH' && !PATCH_TYPES.has(contentType)) {
       if (contentType === 'application/apply-patch+yaml') throw badRequest('server-side apply is not supported by the fake API server')
-      throw unsupportedMediaType(contentType)
+      throw unsupportedMediaType()
     }
     const body = method === 'GET' ? undefined : await readBody(req)
-    const denied = authorize(this.state.store, identity, {
+    const authz: AuthzRequest = {
       verb,
       resource: r.resource,
       ...(r.subresource ? { subresource: r.subresource } : {}),
@@ -171,7 +175,8 @@ export class RequestHandler {
       ...(r.name ? { name: r.name } : {}),
       fieldSelector: fields.value,
       ...(body && typeof body === 'object' ? { body: body as KubeObject } : {}),
-    })
+    }
+    const denied = nodeOf(identity) === undefined && this.state.rbac ? this.state.rbac(identity, authz) : authorize(this.state.store, identity, authz)
     if (denied) throw denied
     return { ...r, identity, verb, query, fields: fields.value, labels: labels.value, contentType, body }
   }

@@ -41,14 +41,7 @@ export const conflict = (resource: string, name: string, detail = 'the object ha
 
 export const badRequest = (message: string): StatusError => new StatusError(statusBody(400, 'BadRequest', message))
 
-export const unsupportedMediaType = (contentType: string): StatusError =>
-  new StatusError(
-    statusBody(
-      415,
-      'UnsupportedMediaType',
-      `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json${contentType ? ` (got ${contentType})` : ''}`,
-    ),
-  )
+export const unsupportedMediaType = (): StatusError => new StatusError(statusBody(415, 'UnsupportedMediaType', '415: Unsupported Media Type'))
 
 export const unauthorized = (): StatusError => new StatusError(statusBody(401, 'Unauthorized', 'Unauthorized'))
 
