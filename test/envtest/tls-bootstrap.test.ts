@@ -20,11 +20,14 @@ import { afterAll, afterEach, beforeAll, expect, it } from 'vitest'
 import { parseAllDocuments } from 'yaml'
 import { until as untilFast } from '../../packages/agent/test/helpers.js'
 import { answers, createPod, podFile, podObject } from './agent-fixtures.js'
+import { type Manifest, applyManifests } from './apply.js'
 import { type ControlPlane, describeWithControlPlane, startControlPlane } from './control-plane.js'
 
 const ROOT = '/var/lib/kubevol'
 const PAIR = `${ROOT}/pki/kubelet-client-current.pem`
-const BOOTSTRAP_RBAC = new URL('../../deploy/bootstrap-rbac.yaml', import.meta.url)
+const bundle = parseAllDocuments(readFileSync(new URL('../../deploy/bootstrap-rbac.yaml', import.meta.url), 'utf8')).map((d) => d.toJS() as Manifest)
+/** The bundle's bootstrap kubeconfig (its ConfigMap), as the DaemonSet's pod reads it. */
+const shippedKubeconfig = (bundle.find((m) => m.kind === 'ConfigMap') as unknown as { data: { kubeconfig: string } }).data.kubeconfig
 
 /** `until` for checks that ask the API server: every 250 ms, not every 10. */
 const until = (what: string, check: () => boolean | Promise<boolean>, timeoutMs?: number) =>
@@ -53,7 +56,7 @@ describeWithControlPlane('TLS bootstrapping on the real control plane', () => {
     cp = await startControlPlane({ controllerManager: true, nodes: [], signingDuration: '2m', apiServerArgs: ['--enable-bootstrap-token-auth=true'] })
     dir = mkdtempSync(join(tmpdir(), 'kubevol-tls-bootstrap-'))
     // The bundle's bootstrap rights, as shipped.
-    for (const doc of parseAllDocuments(readFileSync(BOOTSTRAP_RBAC, 'utf8'))) await apply(doc.toJS() as Manifest)
+    await applyManifests(cp, bundle)
     await cp.must('POST', '/api/v1/namespaces/default/configmaps', { metadata: { name: 'settings' }, data: { mode: 'fast' } })
   })
   afterEach(async () => {
@@ -64,42 +67,20 @@ describeWithControlPlane('TLS bootstrapping on the real control plane', () => {
     if (dir) rmSync(dir, { recursive: true, force: true })
   })
 
-  interface Manifest {
-    readonly kind: string
-    readonly metadata: { readonly name: string; readonly namespace?: string }
-  }
-  async function apply(m: Manifest): Promise<void> {
-    const path: Record<string, string> = {
-      ServiceAccount: `/api/v1/namespaces/${m.metadata.namespace}/serviceaccounts`,
-      ConfigMap: `/api/v1/namespaces/${m.metadata.namespace}/configmaps`,
-      ClusterRoleBinding: '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings',
-    }
-    const at = path[m.kind]
-    if (!at) throw new Error(`bootstrap-rbac.yaml: no path for ${m.kind} here`)
-    await cp.must('POST', at, m, { accept: [409] })
-  }
-
-  /** A bootstrap kubeconfig naming a token file, as the bundle's ConfigMap does (the server and CA are the test's). */
+  /**
+   * The bundle's bootstrap kubeconfig with this cluster's address and CA and a token file of its own
+   * in place of the pod's (`tokenFile`, read again for every request).
+   */
   function bootstrapKubeconfig(name: string, token: string): string {
     const tokenFile = join(dir, `${name}.token`)
     writeFileSync(tokenFile, token, { mode: 0o600 })
     const file = join(dir, `${name}.kubeconfig`)
-    writeFileSync(
-      file,
-      `apiVersion: v1
-kind: Config
-clusters:
-  - name: cluster
-    cluster: { server: '${cp.url}', certificate-authority: '${cp.caFile}' }
-users:
-  - name: bootstrap
-    user: { tokenFile: '${tokenFile}' }
-contexts:
-  - name: bootstrap
-    context: { cluster: cluster, user: bootstrap }
-current-context: bootstrap
-`,
-    )
+    const text = shippedKubeconfig
+      .replace('https://kubernetes.default.svc', cp.url)
+      .replace('/var/run/secrets/kubernetes.io/serviceaccount/ca.crt', cp.caFile)
+      .replace('/var/run/secrets/kubernetes.io/serviceaccount/token', tokenFile)
+    expect(text).not.toMatch(/kubernetes\.default\.svc|serviceaccount\/(ca\.crt|token)/)
+    writeFileSync(file, text)
     return file
   }
 
@@ -156,6 +137,11 @@ current-context: bootstrap
     expect(bySa.length).toBeGreaterThan(0)
     expect(bySa.filter((e) => e.objectRef?.resource !== 'certificatesigningrequests').map((e) => `${e.verb} ${e.requestURI}`)).toEqual([])
     expect(answers(cp, saUser, 403)).toEqual([])
+    // What the bundle's ServiceAccount may do besides: nothing a node reads.
+    const as = { token: await cp.serviceAccountToken('kube-system', 'kubevol') }
+    for (const path of ['/api/v1/pods', '/api/v1/secrets', '/api/v1/namespaces/default/configmaps/settings', '/api/v1/nodes']) {
+      expect((await cp.request('GET', path, undefined, { as })).status, path).toBe(403)
+    }
   })
 
   it('restarts with the stored certificate and makes no request', async () => {

@@ -64,7 +64,7 @@ export interface OnceReport {
 const abs = (io: Io, p: string): string => (isAbsolute(p) ? p : resolve(io.cwd, p))
 
 /** The agent options whose values are paths: relative ones are read from the current directory. */
-const PATH_KEYS = new Set(['rootDir', 'manifestDir', 'kubeconfig', 'pluginRegistrationDir', 'authTokenFile', 'config'])
+const PATH_KEYS = new Set(['rootDir', 'manifestDir', 'kubeconfig', 'bootstrapKubeconfig', 'certDir', 'pluginRegistrationDir', 'authTokenFile', 'config'])
 
 /** The agent flags `run`'s parsed flags stand for, for the agent's loader (its own names, durations in ms). */
 function agentArgv(p: ParsedCommand, io: Io): string[] {
@@ -80,7 +80,7 @@ function agentArgv(p: ParsedCommand, io: Io): string[] {
     if (flag.type === 'duration') value = `${String(value)}ms`
     argv.push(`${option.flag}=${String(value)}`)
   }
-  if (p.given.has('kubeconfig') && !p.given.has('mode')) argv.push('--mode=api')
+  if ((p.given.has('kubeconfig') || p.given.has('bootstrap-kubeconfig')) && !p.given.has('mode')) argv.push('--mode=api')
   if (p.given.has('pod-manifest-path') && !p.given.has('mode')) argv.push('--mode=static')
   // --once is a command, not a server: any free port, so that it runs beside an agent.
   if (f.once === true && !p.given.has('port')) argv.push('--port=0')
