@@ -28,6 +28,7 @@ export const sidebar = [
     items: [
       { text: 'Run on a node or as a DaemonSet', link: '/howto/run-on-a-node' },
       { text: 'Embed the core in your agent', link: '/howto/embed-the-core' },
+      { text: 'Give your runtime its mounts', link: '/howto/give-your-runtime-its-mounts' },
       { text: 'Write a host adapter', link: '/howto/write-a-host-adapter' },
       { text: 'Write a volume plugin', link: '/howto/write-a-volume-plugin' },
       { text: 'Operate: status, explain, gc, doctor', link: '/howto/operate' },
