@@ -94,7 +94,14 @@ describeWithRealCsi('the volume manager with the real CSI hostpath driver and no
     mkdirSync(bin)
     writeFileSync(
       `${bin}/mount`,
-      `#!/bin/sh\ncase "$*" in */pods/*) if [ -e '${hold}' ]; then : > '${hold}.reached'; while [ -e '${hold}' ]; do sleep 0.05; done; fi ;; esac\nexec '${onPath('mount')}' "$@"\n`,
+      [
+        '#!/bin/sh',
+        // hold: wait before mounting; hold-after: mount, then wait (the driver has not recorded it yet).
+        `case "$*" in */pods/*) if [ -e '${hold}' ]; then : > '${hold}.reached'; while [ -e '${hold}' ]; do sleep 0.05; done; fi ;; esac`,
+        `case "$*" in */pods/*) if [ -e '${hold}-after' ]; then '${onPath('mount')}' "$@" || exit; : > '${hold}-after.reached'; while [ -e '${hold}-after' ]; do sleep 0.05; done; exit 0; fi ;; esac`,
+        `exec '${onPath('mount')}' "$@"`,
+        '',
+      ].join('\n'),
       { mode: 0o755 },
     )
     let driver: RealProcess | undefined
@@ -536,6 +543,47 @@ describeWithRealCsi('the volume manager with the real CSI hostpath driver and no
     expect(n.calls().filter((c) => /^Node(Stage|Unstage|Publish|Unpublish)Volume$/.test(c))).toEqual(['NodeStageVolume', 'NodePublishVolume', 'NodeUnpublishVolume', 'NodeUnstageVolume'])
     expect(n.manager.hasPossiblyMountedVolumesForPod('gone-pod')).toBe(false)
     expect(readFileSync(`${n.stateDir}/${volume.volumeId}/before`, 'utf8')).toBe('kept')
+  })
+
+  // hostpathplugin records a publish after its mount(8): killed in between, it answers the next
+  // NodePublishVolume from the mount table without recording it, and NodeUnpublishVolume then says
+  // "not published, nothing to do" and leaves the mount. The kubelet's removeMountDir skips a mounted
+  // directory without an error and forgets the volume (the mount leaks, the pod directory stays);
+  // kubevol removes nothing either but keeps the tear-down failing with the reason, and finishes it,
+  // NodeUnstageVolume included, once the mount is gone.
+  it('the driver SIGKILLed after its mount(8), before it recorded the publish: the tear-down it answers without unmounting fails with the reason, nothing is removed through the mount, and it completes once the mount is gone', async () => {
+    const n = await node()
+    const { volume } = await n.claim('win', 8 * MiB, 'Filesystem')
+    const pod: Pod = buildPod({ uid: 'win-pod', volumes: [{ name: 'win', persistentVolumeClaim: { claimName: 'win' } }] })
+    writeFileSync(`${n.hold}-after`, '')
+    n.pods.setPod(pod)
+    await until('mounted by the driver', () => existsSync(`${n.hold}-after.reached`))
+    await n.driver().stop('SIGKILL')
+    rmSync(`${n.hold}-after`)
+    await n.startDriver()
+    await n.manager.waitForAttachAndMount(pod, { timeoutMs: 30_000 })
+    const target = n.target('win-pod', 'pv-win')
+    expect(mountsUnder(n.root)).toEqual([target])
+    expect(n.driverVolume(volume.volumeId)?.Published ?? []).toEqual([])
+    writeFileSync(`${target}/rows`, 'rows')
+
+    n.pods.deletePod('win-pod')
+    const stillMounted = `${target} is still mounted`
+    await until('the tear-down failed with the reason', () => n.failures.some((f) => f.name === 'volume_unmount' && f.error.endsWith(stillMounted)))
+    expect(n.failures.find((f) => f.error.endsWith(stillMounted))?.error).toMatch(/^UnmountVolume\.TearDown failed for volume "win" \(UniqueName: "kubernetes\.io\/csi\/hostpath\.csi\.k8s\.io\^/)
+    expect(mountsUnder(n.root)).toEqual([target])
+    expect(readFileSync(`${target}/rows`, 'utf8')).toBe('rows')
+    expect(existsSync(`${target}/../vol_data.json`)).toBe(true)
+    expect(n.manager.hasPossiblyMountedVolumesForPod('win-pod')).toBe(true)
+    expect(n.calls()).not.toContain('NodeUnstageVolume')
+
+    // What an operator does about the driver's leak; kubevol's next attempt finishes the job.
+    execFileSync('umount', [target])
+    await n.manager.waitForUnmount(pod, { timeoutMs: 30_000 })
+    await until('unstaged', () => n.driverVolume(volume.volumeId)?.Staged?.length === 0)
+    expect(mountsUnder(n.root)).toEqual([])
+    expect(await n.host.lstat(`${n.root}/pods/win-pod/volumes/${CSI_DIR}/pv-win`)).toBeNull()
+    expect(readFileSync(`${n.stateDir}/${volume.volumeId}/rows`, 'utf8')).toBe('rows')
   })
 })
 
