@@ -11,7 +11,7 @@ import { KUBELET_CLIENT_SIGNER, KUBELET_CLIENT_USAGES } from './csr.js'
 const CSR_PATH = '/apis/certificates.k8s.io/v1/certificatesigningrequests'
 
 /** A request that did not give a certificate; `message` is what the agent reports. */
-export class CertificateRequestError extends Error {
+class CertificateRequestError extends Error {
   override readonly name = 'CertificateRequestError'
 }
 
