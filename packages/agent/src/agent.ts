@@ -22,7 +22,7 @@ import {
   systemClock,
 } from '@kubevol/core'
 import { type CsiDriverRegistry, createBuiltinPlugins } from '@kubevol/core/plugins'
-import { resolveAgentConfig } from './config/load-config.js'
+import { AgentConfigError, resolveAgentConfig } from './config/load-config.js'
 import type { AgentConfigInput, ResolvedAgentConfig } from './config/options.js'
 import { startCsi } from './csi-drivers.js'
 import { type EventStore, createEventStore } from './events/event-store.js'
@@ -200,8 +200,24 @@ async function composeServices(ctx: Context): Promise<Composition> {
   return { ...ctx, services, host, sources, events, metrics, csi, manager, server, readiness, views }
 }
 
+/**
+ * The bearer token. A token file that cannot be read, or holds nothing but whitespace, stops the
+ * start: the endpoints would refuse every request, the probes included.
+ */
 async function readToken({ config, deps, logger }: Context): Promise<string | undefined> {
-  const token = deps.authToken ?? (config.authTokenFile ? (await readFile(config.authTokenFile, 'utf8')).trim() : undefined)
+  const refuse = (allowed: string): AgentConfigError =>
+    new AgentConfigError([{ key: 'authTokenFile', value: config.authTokenFile, source: 'the agent configuration', allowed }])
+  let token = deps.authToken
+  if (token === undefined && config.authTokenFile) {
+    try {
+      token = (await readFile(config.authTokenFile, 'utf8')).trim()
+    } catch (err) {
+      throw refuse(`a readable file holding the bearer token (${errorMessage(err)})`)
+    }
+  }
+  if (token === '') {
+    throw refuse('a file holding the bearer token; this one is empty or only whitespace, and every request would be refused')
+  }
   if (!LOOPBACK.test(config.address) && token === undefined) {
     logger.warn('The status endpoints are bound beyond loopback without a bearer token', { address: config.address })
   }

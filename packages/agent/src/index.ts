@@ -27,8 +27,8 @@ export type { PodStore } from './sources/pod-store.js'
 // Configuration: the option table drives the flags, the config file and the docs' reference page.
 export type { AgentConfig, AgentConfigInput, AgentOption, OptionAlias, OptionKind, ResolvedAgentConfig } from './config/options.js'
 export { AGENT_OPTIONS, agentConfigSchema, formatDuration, parseDuration } from './config/options.js'
-export type { ConfigProblem, LoadConfigOptions } from './config/load-config.js'
-export { AgentConfigError, configHelp, loadAgentConfig, optionUsage, resolveAgentConfig } from './config/load-config.js'
+export type { ConfigProblem, FlagHelp, LoadConfigOptions } from './config/load-config.js'
+export { AgentConfigError, configHelp, flagHelp, loadAgentConfig, optionHelp, optionUsage, resolveAgentConfig } from './config/load-config.js'
 
 // Static mode's pod source: manifests from a directory, as the kubelet's --pod-manifest-path.
 export type { ManifestError, ManifestKind, ManifestObject, ParsedManifests } from './sources/manifest-parser.js'

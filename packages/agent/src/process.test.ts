@@ -59,6 +59,20 @@ describe('the agent process', () => {
   })
 
   it.each([
+    ['empty', ''],
+    ['whitespace only', ' \n\t\n'],
+  ])('refuses to start with an auth token file that is %s (every request would be refused): exit 2 with the reason', async (_name, content) => {
+    const d = tempDir()
+    dirs.push(d)
+    d.write('token', content)
+    const o = io()
+    const agent = await runAgentProcess({ argv: [`--auth-token-file=${d.dir}/token`, `--pod-manifest-path=${d.dir}`, '--port=0'], env: {}, ...o })
+    expect(agent).toBeUndefined()
+    expect(o.codes).toEqual([2])
+    expect(o.err.join('')).toMatch(/authTokenFile: ".*\/token" \(from the agent configuration\) is not allowed; allowed: a file holding the bearer token; this one is empty or only whitespace/)
+  })
+
+  it.each([
     [['--mode=nope'], 2, /mode: "nope" \(from --mode\) is not allowed; allowed: "static" or "api"/],
     [['--help'], 0, undefined],
     [['--version'], 0, undefined],

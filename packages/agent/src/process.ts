@@ -30,10 +30,23 @@ export interface ProcessOptions {
   readonly exitNow?: (code: number) => void
 }
 
-const USAGE = `Usage: kubevol-agent [options]
+const USAGE = `Usage: kubevol-agent [flags]
 
-Runs the kubevol volume manager on this node. Exit codes: 0 after SIGTERM/SIGINT, 1 when start-up
-fails, 2 for an invalid configuration.
+Run the volume manager on this node: the kubevol agent, as the image and the DaemonSet start it.
+
+Each flag is also read from its environment variable and from the --config file: a flag wins over
+the variable, which wins over the file. Durations are written 10s, 500ms, 2m.
+`
+/** The end of help, as `kubevol CMD --help` ends. */
+const HELP_END = `  -h, --help
+      Show this help.
+  --version
+      Print the version.
+
+Exit codes:
+  0  stopped by SIGTERM or SIGINT (mounts stay in place)
+  1  start-up failed
+  2  an invalid configuration
 `
 
 /**
@@ -46,7 +59,7 @@ export async function runAgentProcess(options: ProcessOptions): Promise<Agent | 
   const stderr = options.stderr ?? process.stderr
   const signals = options.signals ?? process
   if (options.argv.includes('--help') || options.argv.includes('-h')) {
-    stdout.write(`${USAGE}\n${configHelp()}\n`)
+    stdout.write(`${USAGE}\n${configHelp()}\n${HELP_END}`)
     exit(0)
     return undefined
   }

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process'
-import { AGENT_OPTIONS } from '@kubevol/agent'
+import { AGENT_OPTIONS, runAgentProcess } from '@kubevol/agent'
 import { describe, expect, it } from 'vitest'
 import { cli } from '../test/helpers.js'
 import { COMMANDS } from './command-table.js'
@@ -30,6 +30,23 @@ describe('the command line', () => {
     expect(flags).not.toContain('--listen')
   })
 
+  it("has one help format: the agent's own --help lists each flag exactly as `kubevol run --help` does", async () => {
+    let agentHelp = ''
+    await runAgentProcess({ argv: ['--help'], env: {}, stdout: { write: (t: string) => (agentHelp += t) }, exit: () => {} })
+    const runHelp = (await cli(['run', '--help'])).stdout
+    // Each flag: its usage line and its meaning line, with choices, default and variable.
+    const entries = (help: string) => [...help.matchAll(/^ {2}(-.*)\n {6}(.*)$/gm)].map((m) => `${m[1]}\n${m[2]}`)
+    const agent = entries(agentHelp)
+    expect(agent.length).toBeGreaterThanOrEqual(AGENT_OPTIONS.length)
+    const run = new Set(entries(runHelp))
+    for (const entry of agent.filter((e) => !e.startsWith('--version'))) expect(run, entry).toContain(entry)
+    for (const o of AGENT_OPTIONS) expect(agentHelp).toContain(`default ${o.defaultText}; env ${o.env})`)
+    // The same sections, in the same order.
+    const sections = (help: string) => help.split('\n').filter((l) => /^(Usage|Flags|Exit codes):/.test(l)).map((l) => l.split(':')[0])
+    expect(sections(agentHelp)).toEqual(['Usage', 'Flags', 'Exit codes'])
+    expect(sections(runHelp).filter((s) => s !== 'Examples')).toEqual(['Usage', 'Flags', 'Exit codes'])
+  })
+
   it.each(COMMANDS.map((c) => [c.name]))('%s --help shows its flags and exit codes', async (name) => {
     const r = await cli([name, '--help'])
     expect(r.code).toBe(0)
@@ -43,7 +60,7 @@ describe('the command line', () => {
     { name: 'an unknown flag', argv: ['run', '--bogus'], message: 'error: unknown flag: --bogus', hint: "See 'kubevol run --help' for usage." },
     { name: 'an unknown shorthand', argv: ['status', '-x'], message: "error: unknown shorthand flag: 'x' in -x", hint: "See 'kubevol status --help' for usage." },
     { name: 'a flag without its value', argv: ['status', '--server'], message: 'error: flag needs an argument: --server', hint: "See 'kubevol status --help' for usage." },
-    { name: 'a bad choice', argv: ['status', '-o', 'xml'], message: 'error: invalid argument "xml" for "--output" flag: allowed: table, wide, json, yaml', hint: "See 'kubevol status --help' for usage." },
+    { name: 'a bad choice', argv: ['status', '-o', 'xml'], message: 'error: invalid argument "xml" for "--output" flag: allowed: table, wide, json, yaml, name', hint: "See 'kubevol status --help' for usage." },
     { name: 'a missing argument', argv: ['explain'], message: 'error: explain: missing POD', hint: "See 'kubevol explain --help' for usage." },
     { name: 'a bad number', argv: ['simulate', '--pods', 'many'], message: 'error: invalid argument "many" for "--pods" flag: not an integer', hint: "See 'kubevol simulate --help' for usage." },
     { name: 'a bad duration', argv: ['run', '--once', '--timeout', 'soon'], message: 'error: invalid argument "soon" for "--timeout" flag: not a duration such as 60s, 500ms or 2m', hint: "See 'kubevol run --help' for usage." },

@@ -2,7 +2,7 @@
  * The command table: every command, its arguments and flags. Parsing (`parse.ts`), `--help` and the
  * docs reference page (`reference.ts`) are all rendered from it, so they cannot disagree.
  */
-import { AGENT_OPTIONS, type AgentOption } from '@kubevol/agent'
+import { AGENT_OPTIONS, type AgentOption, optionHelp } from '@kubevol/agent'
 
 /** How a flag's value is read. A `duration` (`60s`, `500ms`, `2m`) is held in milliseconds. */
 export type FlagType = 'string' | 'integer' | 'number' | 'boolean' | 'duration'
@@ -33,6 +33,8 @@ export interface FlagSpec {
   readonly agentKey?: AgentOption['key']
   /** Deprecated spellings, still read. */
   readonly aliases?: readonly FlagAlias[]
+  /** The environment variable it is also read from (`run`'s agent flags). */
+  readonly env?: string
 }
 
 /** One positional argument. */
@@ -81,19 +83,19 @@ const TOKEN: FlagSpec = { name: 'token-file', type: 'string', value: 'FILE', des
 
 const FLAG_TYPE: Readonly<Record<AgentOption['kind'], FlagType>> = { string: 'string', enum: 'string', integer: 'integer', boolean: 'boolean', duration: 'duration' }
 
-/** The flag of an agent option: the option table's name, placeholder, aliases, meaning and default. */
+/** The flag of an agent option: the option table's name, placeholder, aliases, meaning, choices and default. */
 function agentFlag(key: AgentOption['key'], overrides: Partial<FlagSpec> = {}): FlagSpec {
   const o = AGENT_OPTIONS.find((x) => x.key === key)
   if (!o) throw new Error(`no agent option ${key}`)
-  // An enum's values, from its words (`"static" or "api"`): checked by the parser, listed by help and completion.
-  const choices = o.kind === 'enum' ? [...o.allowed.matchAll(/"([^"]+)"/g)].map((m) => m[1] as string) : undefined
+  // An enum's choices are checked by the parser and listed by help and completion.
+  const { description, choices } = optionHelp(o)
   return {
     name: o.flag.slice(2),
     type: FLAG_TYPE[o.kind],
     ...(o.short ? { short: o.short } : {}),
     ...(o.value ? { value: o.value } : {}),
     ...(choices ? { choices } : {}),
-    description: o.kind === 'boolean' || o.kind === 'duration' || choices ? o.description : `${o.description} Allowed: ${o.allowed}.`,
+    description,
     defaultText: o.defaultText,
     agentKey: o.key,
     aliases: o.aliases.map((a) => ({ name: a.flag.slice(2), ...(a.unit ? { unit: a.unit } : {}) })),
@@ -108,7 +110,8 @@ const MANIFESTS = agentFlag('manifestDir', { defaultText: undefined, description
 const NODE = agentFlag('nodeName', { description: "This node's name." })
 
 /** `run`: every agent option under the option table's flag (the kubelet's name where it has one). */
-const RUN_AGENT_FLAGS: FlagSpec[] = AGENT_OPTIONS.map((o) => agentFlag(o.key))
+// `run` reads each from its environment variable too, as the agent does.
+const RUN_AGENT_FLAGS: FlagSpec[] = AGENT_OPTIONS.map((o) => agentFlag(o.key, { env: o.env }))
 
 const COMMON_EXITS = [
   { code: 0, meaning: 'success' },

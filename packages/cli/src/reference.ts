@@ -2,7 +2,7 @@
  * Help text and the docs reference pages: the commands from the command table, the configuration
  * from the agent's option table (which the command table's `run` flags come from too).
  */
-import { AGENT_OPTIONS, optionUsage } from '@kubevol/agent'
+import { AGENT_OPTIONS, flagHelp, optionUsage } from '@kubevol/agent'
 import { COMMANDS, type CommandSpec, type FlagSpec } from './command-table.js'
 
 function flagUsage(f: FlagSpec): string {
@@ -10,12 +10,6 @@ function flagUsage(f: FlagSpec): string {
   return f.value ? `${name} ${f.value}` : name
 }
 
-function flagNotes(f: FlagSpec): string {
-  const notes: string[] = []
-  if (f.choices) notes.push(`one of ${f.choices.join(', ')}`)
-  if (f.defaultText) notes.push(`default ${f.defaultText}`)
-  return notes.length > 0 ? ` (${notes.join('; ')})` : ''
-}
 
 function usageLine(c: CommandSpec): string {
   const args = c.args.map((a) => (a.required ? a.name : `[${a.name}]`)).join(' ')
@@ -47,7 +41,8 @@ export function renderCommandHelp(c: CommandSpec): string {
     lines.push('')
   }
   lines.push('Flags:')
-  for (const f of c.flags) lines.push(`  ${flagUsage(f)}`, `      ${f.description}${flagNotes(f)}`)
+  // The agent's own --help lists its flags the same way.
+  for (const f of c.flags) lines.push(flagHelp({ ...f, usage: flagUsage(f) }))
   lines.push('  -h, --help', '      Show this help.', '', 'Examples:')
   for (const e of c.examples) lines.push(`  ${e}`)
   lines.push('', 'Exit codes:')

@@ -248,13 +248,42 @@ export function optionUsage(o: AgentOption): string {
   return o.value ? `${name} ${o.value}` : name
 }
 
-/** Help text listing every option with its flag, variable and default. */
-export function configHelp(): string {
-  const lines = ['Options (flag, environment variable; flags win over the environment, which wins over --config):', '']
-  for (const o of AGENT_OPTIONS) {
-    lines.push(`  ${optionUsage(o)}  (${o.env})`)
-    lines.push(`      ${o.description}`)
-    lines.push(`      allowed: ${o.allowed}; default: ${o.defaultText}`)
+/** A flag as help lists it: `kubevol-agent --help` and `kubevol CMD --help` print every flag so. */
+export interface FlagHelp {
+  /** `-v, --v N` */
+  readonly usage: string
+  /** What it does, in a sentence or two. */
+  readonly description: string
+  /** Values it takes, listed as `one of a, b`. */
+  readonly choices?: readonly string[]
+  /** The default, in words (`20s`, `the host name`). */
+  readonly defaultText?: string
+  /** The environment variable it is also read from. */
+  readonly env?: string
+}
+
+/** One flag's help: its usage, then its meaning with its choices, default and variable, indented. */
+export function flagHelp(f: FlagHelp): string {
+  const notes = [...(f.choices ? [`one of ${f.choices.join(', ')}`] : []), ...(f.defaultText ? [`default ${f.defaultText}`] : []), ...(f.env ? [`env ${f.env}`] : [])]
+  return `  ${f.usage}\n      ${f.description}${notes.length > 0 ? ` (${notes.join('; ')})` : ''}`
+}
+
+/**
+ * An agent option as help lists it. An enum's values come from its words (`"static" or "api"`); what
+ * else is allowed is said after the meaning unless the kind says it (a boolean, a duration).
+ */
+export function optionHelp(o: AgentOption): FlagHelp {
+  const choices = o.kind === 'enum' ? [...o.allowed.matchAll(/"([^"]+)"/g)].map((m) => m[1] as string) : undefined
+  return {
+    usage: optionUsage(o),
+    description: o.kind === 'boolean' || o.kind === 'duration' || choices ? o.description : `${o.description} Allowed: ${o.allowed}.`,
+    ...(choices ? { choices } : {}),
+    defaultText: o.defaultText,
+    env: o.env,
   }
-  return lines.join('\n')
+}
+
+/** The flags section of help: every option under its flag, with its default and variable, as `kubevol run --help` lists them. */
+export function configHelp(): string {
+  return ['Flags:', ...AGENT_OPTIONS.map((o) => flagHelp(optionHelp(o)))].join('\n')
 }
