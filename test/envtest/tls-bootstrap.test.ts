@@ -160,6 +160,19 @@ describeWithControlPlane('TLS bootstrapping on the real control plane', () => {
     expect((await csrs('system:node:b2-kubevol')).length).toBe(0)
   })
 
+  it('uses an unexpired client certificate of --kubeconfig before the bootstrap credential, and leaves the file as it is', async () => {
+    const host = createMemoryHost()
+    const given = cp.kubeconfigFor({ user: 'system:node:b6-kubevol', groups: ['system:nodes'] }, 'b6-given')
+    const text = readFileSync(given, 'utf8')
+    const requests = (await csrs(saUser)).length
+    const agent = await start(host, 'b6-kubevol', bootstrapKubeconfig('sa-given', await cp.serviceAccountToken('kube-system', 'kubevol')), { kubeconfig: given })
+    expect(await credentialsCheck(agent)).toEqual({ name: 'node-credentials', ok: true })
+    await until('the Node registered by the given identity', async () => (await cp.request('GET', '/api/v1/nodes/b6-kubevol')).status === 200, 30_000)
+    expect((await csrs(saUser)).length).toBe(requests)
+    expect(readFileSync(given, 'utf8')).toBe(text)
+    expect(answers(cp, 'system:node:b6-kubevol', 403)).toEqual([])
+  })
+
   it('replaces an expired stored certificate through the bootstrap credential', async () => {
     const host = createMemoryHost()
     // A certificate of this node signed by the cluster's CA that expired a day ago.

@@ -275,7 +275,7 @@ export const AGENT_OPTIONS: readonly AgentOption[] = [
   option(
     'rotateCertificates',
     'boolean',
-    "With --bootstrap-kubeconfig: request a new client certificate at a random point between 70% and 90% of the current one's lifetime, and use it without a restart, as the kubelet's --rotate-certificates.",
+    "With --bootstrap-kubeconfig: request a new client certificate at a random point between 70% and 90% of the current one's lifetime, and use it without a restart, as the kubelet's --rotate-certificates (false: a new one only once the current one has expired).",
     'true or false',
     'true with --bootstrap-kubeconfig',
   ),

@@ -44,7 +44,7 @@ export interface NodeCredentialsOptions {
   readonly kubeconfig: string
   /** `--cert-dir`: where the current pair is kept. */
   readonly certDir: string
-  /** `--rotate-certificates`: renew before expiry. Without it, one certificate is requested when there is none. */
+  /** `--rotate-certificates`: renew before expiry. Without it, a certificate is requested only when there is no valid one (at start, or once it has expired). */
   readonly rotate: boolean
   readonly files: CredentialFiles
   readonly clock: Clock
@@ -203,8 +203,11 @@ export class NodeCredentials {
         if (pair) {
           const fits = pair.commonName === subject.commonName && pair.organizations.includes(subject.organization)
           if (!fits) this.#o.logger.info('The client certificate is not for this node; requesting one that is', { subject: pair.commonName, want: subject.commonName })
-          else if (!this.#o.rotate) return
-          else {
+          else if (!this.#o.rotate) {
+            // No renewal: the certificate serves until it expires, then one is requested as at a start without one.
+            await clock.sleep(Math.min(pair.notAfter - clock.now(), MAX_SLEEP_MS), signal)
+            continue
+          } else {
             this.#deadline ??= rotationDeadline(pair, this.#random)
             if (this.#deadline > clock.now()) {
               this.#o.logger.debug('Waiting for the client certificate rotation deadline', { notAfter: new Date(pair.notAfter).toISOString(), deadline: new Date(this.#deadline).toISOString() })
