@@ -201,6 +201,18 @@ describeWithControlPlane('the agent in API mode on the real control plane', () =
     await cp.must('DELETE', '/api/v1/namespaces/default/pods/a', { gracePeriodSeconds: 0 })
     await until('a unmounted', () => !first.manager.hasPossiblyMountedVolumesForPod(a), 30_000)
     expect(podLists()).toBeGreaterThan(listsBefore)
+    // On the wire: the pod watch resumed from its old resourceVersion (answered 410 Expired inside the stream),
+    // then a list, then a watch from the list's newer resourceVersion.
+    const rv = (uri: string) => Number(new URL(uri, 'https://x').searchParams.get('resourceVersion') ?? Number.NaN)
+    const afterRestart = cp
+      .auditEvents()
+      .filter((e) => e.user.username === 'system:node:crash' && e.objectRef?.resource === 'pods' && e.stage === (e.verb === 'watch' ? 'ResponseStarted' : 'ResponseComplete') && Date.parse(e.requestReceivedTimestamp) >= killed)
+      .sort((x, y) => Date.parse(x.requestReceivedTimestamp) - Date.parse(y.requestReceivedTimestamp))
+    const resumed = afterRestart.findIndex((e) => e.verb === 'watch')
+    const relisted = afterRestart.findIndex((e, i) => i > resumed && e.verb === 'list')
+    const rewatched = afterRestart.findIndex((e, i) => i > relisted && e.verb === 'watch')
+    expect([resumed, relisted, rewatched].every((i) => i >= 0)).toBe(true)
+    expect(rv(afterRestart[rewatched]?.requestURI ?? '')).toBeGreaterThan(rv(afterRestart[resumed]?.requestURI ?? ''))
     // The ConfigMap watch came back too: a change reaches the pod that still reads it.
     const c = await createPod(cp, podObject('c', 'crash', [{ name: 'config', configMap: { name: 'settings' } }], { automount: false }))
     await until('c mounted', () => mounted(first, c) === 1, 30_000)

@@ -166,9 +166,12 @@ export interface ControlPlane {
    * the pod's node to the token's user: `authentication.kubernetes.io/node-name`).
    */
   serviceAccountToken(namespace: string, name: string, options?: number | { readonly expirationSeconds?: number; readonly boundTo?: { readonly name: string; readonly uid: string } }): Promise<string>
-  /** The audit log file (JSON lines, Metadata level, ResponseComplete stage). */
+  /** The audit log file (JSON lines, Metadata level). */
   readonly auditLogPath: string
-  /** The audit log's events so far (ResponseComplete and Panic stages). */
+  /**
+   * The audit log's events so far: one at ResponseComplete for each request, and for a watch (long-running)
+   * one more at ResponseStarted, when it begins.
+   */
   auditEvents(): AuditEvent[]
   /** The working directory (certificates, kubeconfigs, etcd's data unless on /dev/shm, logs). */
   readonly dir: string
@@ -431,7 +434,7 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
     ...(options.apiServerArgs ?? []),
   ]
 
-  const waitReady = async (timeoutMs = 60_000): Promise<void> => {
+  const waitReady = async (timeoutMs = 120_000): Promise<void> => {
     const deadline = Date.now() + timeoutMs
     let last = ''
     for (;;) {
@@ -534,11 +537,11 @@ current-context: envtest
     }
     // Pods in `default` are admitted once its ServiceAccount exists (the ServiceAccount admission plugin).
     if (controllers?.includes('serviceaccount-controller')) {
-      const deadline = Date.now() + 30_000
+      const deadline = Date.now() + 90_000
       while ((await request('GET', '/api/v1/namespaces/default/serviceaccounts/default')).status !== 200) {
         const cm = procs.controllerManager
         if (cm && (cm.child.exitCode !== null || cm.child.signalCode !== null)) throw new Error(`kube-controller-manager exited:\n${cm.output().slice(-4_000)}`)
-        if (Date.now() > deadline) throw new Error(`no default ServiceAccount after 30 s:\n${cm?.output().slice(-4_000) ?? ''}`)
+        if (Date.now() > deadline) throw new Error(`no default ServiceAccount after 90 s:\n${cm?.output().slice(-4_000) ?? ''}`)
         await new Promise((resolve) => setTimeout(resolve, 100))
       }
     } else {
