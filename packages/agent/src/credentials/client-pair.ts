@@ -74,6 +74,7 @@ export type StoredPair = { readonly pair: ClientPair } | { readonly missing: tru
 export interface CertStore {
   /** `<cert dir>/kubelet-client-current.pem`: what the node's kubeconfig names. */
   readonly path: string
+  /** The stored pair; never throws (a file that cannot be read or parsed is `invalid`, with why). */
   current(): Promise<StoredPair>
   /** Checks the pair and makes it the current one (mode 0600, replaced atomically). */
   update(certPem: string, keyPem: string): Promise<ClientPair>
@@ -85,9 +86,10 @@ export function createCertStore(files: CredentialFiles, certDir: string): CertSt
   return {
     path,
     async current() {
-      const data = await files.read(path)
-      if (data === undefined) return { missing: true }
+      // A file that cannot be read (a symlink planted beneath the root: ELOOP) is no pair; a new one replaces it.
       try {
+        const data = await files.read(path)
+        if (data === undefined) return { missing: true }
         return { pair: parseCombinedPem(Buffer.from(data).toString('utf8')) }
       } catch (err) {
         return { invalid: `${path}: ${err instanceof Error ? err.message : String(err)}` }
