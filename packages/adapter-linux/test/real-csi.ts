@@ -66,6 +66,8 @@ export interface RealProcess {
   readonly pid: number
   readonly logFile: string
   running(): boolean
+  /** How it ended: its exit code, or the signal that ended it; undefined while it runs. */
+  exit(): { code: number | null; signal: NodeJS.Signals | null } | undefined
   /** Sends `signal` to its process group and resolves once it exited; SIGKILL after `graceMs`. */
   stop(signal?: NodeJS.Signals, graceMs?: number): Promise<void>
   /** The log's last `lines` lines. */
@@ -102,9 +104,11 @@ export function startProcess(name: string, file: string, args: readonly string[]
   if (pid === undefined) throw new Error(`${name}: ${file} did not start`)
   groups.add(pid)
   let done = false
+  let ended: { code: number | null; signal: NodeJS.Signals | null } | undefined
   const exited = new Promise<void>((resolve) => {
-    child.once('exit', () => {
+    child.once('exit', (code, signal) => {
       done = true
+      ended = { code, signal }
       resolve()
     })
     child.once('error', () => {
@@ -123,6 +127,7 @@ export function startProcess(name: string, file: string, args: readonly string[]
     pid,
     logFile: o.logFile,
     running: () => !done,
+    exit: () => ended,
     tail,
     async stop(signal = 'SIGTERM', graceMs = 10_000) {
       if (!done) {
