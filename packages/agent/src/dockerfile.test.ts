@@ -211,6 +211,8 @@ describe.skipIf(impossible !== undefined)('deploy/Dockerfile, its steps run on a
 
     // No test tooling: vitest is an optional peer of @kubevol/core and a root devDependency.
     for (const name of ['vitest', '@vitest', 'vite']) expect({ name, found: installed(join(cwd, 'node_modules'), name) }).toEqual({ name, found: [] })
+    // Nor the docs site's editor (CodeMirror and its Lezer parsers): the docs app's, not the agent's.
+    for (const name of ['@codemirror', '@lezer']) expect({ name, found: installed(join(cwd, 'node_modules'), name) }).toEqual({ name, found: [] })
     expect(existsSync(join(cwd, 'node_modules/typescript'))).toBe(false)
 
     // The agent starts from there (static mode on the in-memory host) and stops on SIGTERM with 0.
