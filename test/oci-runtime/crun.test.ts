@@ -318,6 +318,30 @@ if (reason !== undefined && process.env.CI === 'true') {
       await finish(pod)
     }, 60_000)
 
+    it('Bidirectional: a mount a privileged container makes shows on the host', async () => {
+      const dir = join(hostDir, 'bidirectional')
+      mkdirSync(dir, { recursive: true })
+      execFileSync('mount', ['--bind', dir, dir])
+      execFileSync('mount', ['--make-shared', dir])
+      const pod = podOf('bidirectional', {
+        volumes: [{ name: 'host', hostPath: { path: dir } }],
+        containers: [
+          {
+            name: 'app',
+            securityContext: { privileged: true },
+            ...sh('mkdir -p /b/inner && mount -t tmpfs -o size=1m from-the-container /b/inner && echo made in the container > /b/inner/file'),
+            volumeMounts: [{ name: 'host', mountPath: '/b', mountPropagation: 'Bidirectional' }],
+          },
+        ],
+      })
+      const [exit] = await run(pod)
+      expect(exit?.exitCode, exit?.stderr).toBe(0)
+      // The container is gone; its mount stays on the host, as with the kubelet.
+      expect(readFileSync(join(dir, 'inner', 'file'), 'utf8')).toBe('made in the container\n')
+      expect(mountsUnder(join(dir, 'inner'))).toEqual([join(dir, 'inner')])
+      execFileSync('umount', ['-R', dir])
+    }, 60_000)
+
     it('a fileDisk claim in volumeDevices is a block device the container writes and reads', async () => {
       const image = join(hostDir, 'raw.img')
       execFileSync('truncate', ['-s', '16M', image])

@@ -3,7 +3,7 @@
  * volumes as bind mounts (`ociMounts`) and its block devices as device nodes, as containerd writes
  * them for runc and crun.
  */
-import { mkdirSync, statSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { type ContainerDevice, type ContainerMount, ociMounts, ociRootfsPropagation } from '@kubevol/core'
 
@@ -17,6 +17,26 @@ export interface BundleOptions {
   /** From `containerMounts()`. */
   readonly mounts: readonly ContainerMount[]
   readonly devices: readonly ContainerDevice[]
+  /** `securityContext.privileged`: every capability (a Bidirectional mount needs it to mount). */
+  readonly privileged?: boolean
+}
+
+/** The capabilities by number (linux/capability.h). */
+const CAPABILITIES = [
+  'CHOWN', 'DAC_OVERRIDE', 'DAC_READ_SEARCH', 'FOWNER', 'FSETID', 'KILL', 'SETGID', 'SETUID', 'SETPCAP', 'LINUX_IMMUTABLE',
+  'NET_BIND_SERVICE', 'NET_BROADCAST', 'NET_ADMIN', 'NET_RAW', 'IPC_LOCK', 'IPC_OWNER', 'SYS_MODULE', 'SYS_RAWIO', 'SYS_CHROOT',
+  'SYS_PTRACE', 'SYS_PACCT', 'SYS_ADMIN', 'SYS_BOOT', 'SYS_NICE', 'SYS_RESOURCE', 'SYS_TIME', 'SYS_TTY_CONFIG', 'MKNOD', 'LEASE',
+  'AUDIT_WRITE', 'AUDIT_CONTROL', 'SETFCAP', 'MAC_OVERRIDE', 'MAC_ADMIN', 'SYSLOG', 'WAKE_ALARM', 'BLOCK_SUSPEND', 'AUDIT_READ',
+  'PERFMON', 'BPF', 'CHECKPOINT_RESTORE',
+]
+
+/**
+ * A privileged container's capabilities: every one this process may hand on (its bounding set), as
+ * containerd gives a privileged container all of its own.
+ */
+function privilegedCapabilities(): string[] {
+  const bounding = BigInt(`0x${/^CapBnd:\s*([0-9a-f]+)$/m.exec(readFileSync('/proc/self/status', 'utf8'))?.[1] ?? '0'}`)
+  return CAPABILITIES.filter((_, bit) => (bounding >> BigInt(bit)) & 1n).map((c) => `CAP_${c}`)
 }
 
 // The kernel's encoding of a device number (glibc's gnu_dev_major / gnu_dev_minor).
@@ -42,6 +62,7 @@ function deviceNode(device: ContainerDevice) {
 export function runtimeSpec(options: BundleOptions) {
   const devices = options.devices.map(deviceNode)
   const rootfsPropagation = ociRootfsPropagation(options.mounts)
+  const capabilities = options.privileged ? privilegedCapabilities() : undefined
   return {
     ociVersion: '1.0.2',
     process: {
@@ -50,7 +71,8 @@ export function runtimeSpec(options: BundleOptions) {
       args: [...options.args],
       env: ['PATH=/bin:/usr/bin:/sbin:/usr/sbin', ...Object.entries(options.env ?? {}).map(([k, v]) => `${k}=${v}`)],
       cwd: '/',
-      noNewPrivileges: true,
+      noNewPrivileges: !options.privileged,
+      ...(capabilities ? { capabilities: { bounding: capabilities, effective: capabilities, permitted: capabilities } } : {}),
     },
     root: { path: options.rootfs, readonly: true },
     hostname: options.hostname ?? 'pod',

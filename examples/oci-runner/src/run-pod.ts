@@ -24,12 +24,12 @@ export interface RunPodOptions {
   readonly recursiveReadOnly?: boolean
 }
 
-/** The process of a container: its `command` and `args`, and the `env` values it sets. */
+/** The process of a container: its `command` and `args`, the `env` values it sets, and whether it is privileged. */
 function processOf(container: Container) {
   const c = container as Container & { command?: string[]; args?: string[] }
   const env: Record<string, string> = {}
   for (const e of container.env ?? []) if (e.value !== undefined) env[e.name] = e.value
-  return { args: [...(c.command ?? ['/bin/sh']), ...(c.args ?? [])], env }
+  return { args: [...(c.command ?? ['/bin/sh']), ...(c.args ?? [])], env, privileged: container.securityContext?.privileged === true }
 }
 
 /**
