@@ -82,6 +82,27 @@ describe('containerMounts from a running manager', () => {
     ])
   })
 
+  it("a claim's subPath is bound under the PV's name, as the kubelet names it (InnerVolumeSpecName)", async () => {
+    const h = start()
+    const image = '/var/lib/images/data.img'
+    h.host.allocateFile(image, 64 << 20)
+    const { pvc, pv } = buildClaim({ claim: 'data', pv: 'pv-data', pvSource: { csi: { driver: FILE_DISK_DRIVER, volumeHandle: image, fsType: 'ext4' } } })
+    h.objects.put('PersistentVolumeClaim', pvc)
+    h.objects.put('PersistentVolume', pv)
+    const db: Pod = {
+      metadata: { namespace: 'default', name: 'db', uid: 'b' },
+      spec: {
+        nodeName: 'node-1',
+        volumes: [{ name: 'store', persistentVolumeClaim: { claimName: 'data' } }],
+        containers: [{ name: 'db', volumeMounts: [{ name: 'store', mountPath: '/var/lib/db', subPath: 'db' }] }],
+      },
+    }
+    await h.addPodAndWait(db)
+    const [mount] = containerMounts(db, 'db', h.manager.getMountedVolumesForPod(db)).mounts
+    expect(mount?.hostPath).toBe(`${ROOT}/pods/b/volume-subpaths/pv-data/db/0`)
+    expect((await h.host.mounts()).some((m) => m.target === mount?.hostPath)).toBe(true)
+  })
+
   it('refuses with the kubelet text while a volume is not mounted', async () => {
     const h = start()
     h.objects.delete('ConfigMap', 'default', 'settings')

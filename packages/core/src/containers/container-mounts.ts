@@ -70,8 +70,8 @@ function locate(pod: Pod, name: string): Located {
     const index = (pod.spec?.[list] ?? []).findIndex((c) => c.name === name)
     if (index >= 0) return { list, index, container: (pod.spec?.[list] ?? [])[index] as Container }
   }
-  const pod_ = pod.metadata.namespace ? `${pod.metadata.namespace}/${pod.metadata.name ?? ''}` : (pod.metadata.name ?? '')
-  throw new ContainerMountsError(`container ${name} not found in pod ${pod_}`)
+  const podName = pod.metadata.namespace ? `${pod.metadata.namespace}/${pod.metadata.name ?? ''}` : (pod.metadata.name ?? '')
+  throw new ContainerMountsError(`container ${name} not found in pod ${podName}`)
 }
 
 const PROPAGATION: Readonly<Record<string, MountPropagation>> = {
