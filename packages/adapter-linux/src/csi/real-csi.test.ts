@@ -80,7 +80,8 @@ describeWithRealCsi('the volume manager with the real CSI hostpath driver and no
     for (const stop of stops.splice(0).reverse()) await stop()
   })
 
-  async function node() {
+  /** `registered: false`: the registrar is not started (the test starts it with `startRegistrar`). */
+  async function node(o: { registered?: boolean } = {}) {
     const { host, p } = h()
     const root = p('kubevol')
     const socket = `${root}/plugins/${DRIVER}/csi.sock`
@@ -160,9 +161,11 @@ describeWithRealCsi('the volume manager with the real CSI hostpath driver and no
       return { registry, plugin, manager, kill }
     }
     let kubevol = await startKubevol()
-    await startRegistrarProcess()
-    await until('the driver registered through plugins_registry', () => kubevol.registry.get(DRIVER) !== undefined)
     await kubevol.plugin.syncDriverObjects()
+    if (o.registered !== false) {
+      await startRegistrarProcess()
+      await until('the driver registered through plugins_registry', () => kubevol.registry.get(DRIVER) !== undefined)
+    }
     const controller: ControllerClient = createControllerClient(socket)
     stops.push(() => controller.close())
 
@@ -242,6 +245,26 @@ describeWithRealCsi('the volume manager with the real CSI hostpath driver and no
     await n.registrar().stop()
     expect(existsSync(`${n.registrationDir}/${DRIVER}-reg.sock`)).toBe(false)
     await until('the driver unregistered', () => n.registry.get(DRIVER) === undefined)
+  })
+
+  it('a pod whose driver registers after it: the mount fails with the kubelet text meanwhile, and succeeds once node-driver-registrar registers the driver', async () => {
+    const n = await node({ registered: false })
+    const { volume } = await n.claim('late', 8 * MiB, 'Filesystem')
+    const pod: Pod = buildPod({ uid: 'late-pod', volumes: [{ name: 'late', persistentVolumeClaim: { claimName: 'late' } }] })
+    n.pods.setPod(pod)
+    const notRegistered = `driver name ${DRIVER} not found in the list of registered CSI drivers`
+    await until('FailedMount for want of the driver', () => n.events.some((e) => e.reason === 'FailedMount' && e.message.endsWith(notRegistered)))
+    expect(n.events.find((e) => e.reason === 'FailedMount')?.message).toBe(
+      `MountVolume.MountDevice failed for volume "pv-late" : kubernetes.io/csi: attacher.MountDevice failed to create newCsiDriverClient: ${notRegistered}`,
+    )
+    expect(mountsUnder(n.root)).toEqual([])
+    await n.startRegistrar()
+    await n.manager.waitForAttachAndMount(pod, { timeoutMs: 30_000 })
+    expect(mountsUnder(n.root)).toEqual([n.target('late-pod', 'pv-late')])
+    expect(n.driverVolume(volume.volumeId)).toMatchObject({ Staged: [n.staging(volume.volumeId)], Published: [n.target('late-pod', 'pv-late')] })
+    n.pods.deletePod('late-pod')
+    await n.manager.waitForUnmount(pod, { timeoutMs: 30_000 })
+    await until('unstaged', () => mountsUnder(n.root).length === 0 && n.driverVolume(volume.volumeId)?.Staged?.length === 0)
   })
 
   it('a filesystem volume: NodeStageVolume, NodePublishVolume of the driver directory into the pod, written through; NodeUnpublishVolume and NodeUnstageVolume when the pod goes', async () => {
