@@ -11,6 +11,7 @@
  * to 90% of the lifetime, comes within the test.
  */
 import { execFileSync } from 'node:child_process'
+import { X509Certificate } from 'node:crypto'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -117,6 +118,10 @@ describeWithControlPlane('TLS bootstrapping on the real control plane', () => {
     const kubeconfig = Buffer.from(await host.readFile(`${ROOT}/kubeconfig`)).toString('utf8')
     expect(kubeconfig).toContain(`client-certificate: ${PAIR}`)
     expect((await host.stat(`${ROOT}/kubeconfig`))?.mode).toBe(0o600)
+    // The kubelet's gauge: seconds until the certificate ends, at most its lifetime (2 minutes, backdated by the signer up to 5).
+    const ttl = Number(/^kubelet_certificate_manager_client_ttl_seconds (\S+)$/m.exec(await (await fetch(`${agent.url}/metrics`)).text())?.[1])
+    expect(ttl).toBeGreaterThan(0)
+    expect(ttl).toBeLessThanOrEqual(120)
 
     // The node identity registers its Node and mounts a pod's ConfigMap (the Node authorizer's graph).
     await until('the Node registered', async () => (await cp.request('GET', '/api/v1/nodes/b1-kubevol')).status === 200, 30_000)
@@ -125,9 +130,14 @@ describeWithControlPlane('TLS bootstrapping on the real control plane', () => {
 
     // Renewal: a second request, made as the node itself (selfnodeclient), approved and signed; the
     // agent goes on with the new pair and no restart.
-    const before = agent.state() as { nodeCredentials?: { notAfter?: string } }
-    await until('a renewal approved', async () => (await csrs('system:node:b1-kubevol')).some((c) => c.status?.certificate), 150_000)
-    await until('the renewed pair in use', () => (agent.state() as { nodeCredentials?: { notAfter?: string } }).nodeCredentials?.notAfter !== before.nodeCredentials?.notAfter, 30_000)
+    const notAfter = () => Date.parse((agent.state() as { nodeCredentials?: { notAfter?: string } }).nodeCredentials?.notAfter ?? '')
+    const firstEnd = Date.parse(new X509Certificate(Buffer.from(first?.status?.certificate ?? '', 'base64')).validTo)
+    await until('a renewed certificate in use', () => notAfter() > firstEnd, 150_000)
+    const renewals = (await csrs('system:node:b1-kubevol')).filter((c) => c.status?.certificate)
+    expect(renewals.length).toBeGreaterThan(0)
+    for (const renewal of renewals) expect(renewal.status?.conditions).toContainEqual(expect.objectContaining({ type: 'Approved', reason: 'AutoApproved' }))
+    const stored = Buffer.from(await host.readFile(PAIR)).toString('utf8')
+    expect(renewals.map((c) => Buffer.from(c.status?.certificate ?? '', 'base64').toString('utf8')).some((cert) => stored.startsWith(cert.trim()))).toBe(true)
     await cp.must('PATCH', '/api/v1/namespaces/default/configmaps/settings', { data: { mode: 'renewed' } }, { contentType: 'application/merge-patch+json' })
     await until('a change after the renewal reaches the files', async () => (await podFile(host, uid, 'kubernetes.io~configmap', 'cfg', 'mode')) === 'renewed', 30_000)
 

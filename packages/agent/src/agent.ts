@@ -328,6 +328,7 @@ function metricsService(
 ): Service {
   const { manager, workers, sources, clock } = o
   const manifests = sources.manifests
+  const credentials = sources.api?.credentials
   return defineService('metrics', {
     create: () =>
       metrics.bind({
@@ -338,6 +339,7 @@ function metricsService(
         stuckOperations: () => manager.stuck.list(),
         sourcesReady: () => sources.pods.allReady(),
         ...(manifests ? { manifestErrors: () => manifests.errors().length } : {}),
+        ...(credentials ? { clientCertificateNotAfter: () => credentials.notAfter() } : {}),
       }),
   })
 }

@@ -124,6 +124,11 @@ export class NodeCredentials {
     return kc
   }
 
+  /** When the pair in use ends (an expired one too), for the TTL gauge; `undefined` before there is one. */
+  notAfter(): number | undefined {
+    return this.#pair?.notAfter
+  }
+
   /** The current pair while it is valid. */
   current(): ClientPair | undefined {
     const pair = this.#pair

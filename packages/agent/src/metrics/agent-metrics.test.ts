@@ -73,6 +73,8 @@ describe('metrics', () => {
     expect(text).toContain('kubevol_pods{phase="mounted"} 1')
     expect(text).toContain('kubevol_sources_ready 1')
     expect(text).toContain('kubevol_build_info{version="0.1.0"} 1')
+    // No node certificate of its own here (no TLS bootstrapping): +Inf, as the kubelet's gauge when unused.
+    expect(text).toContain('kubelet_certificate_manager_client_ttl_seconds +Inf')
     expect(text).not.toContain('nodejs_')
   })
 

@@ -105,6 +105,8 @@ export interface MetricsView {
   manifestErrors?(): number
   /** Operations running longer than the stuck threshold. */
   stuckOperations?(): readonly { readonly operation: string; readonly volumeName: string; readonly podUID: string; readonly runningMs: number }[]
+  /** TLS bootstrapping: when the node's client certificate ends (ms since the epoch), if it has one. */
+  clientCertificateNotAfter?(): number | undefined
 }
 
 /** The agent's metrics: the core's port, kubevol's own instruments, and the exposition. */
@@ -143,6 +145,16 @@ export class AgentMetrics implements Metrics {
     this.eventPosts = new Counter({ name: 'kubevol_event_posts_total', help: 'Events posted to the Kubernetes API.', labelNames: ['result'], registers })
     new Gauge({ name: 'kubevol_build_info', help: 'Always 1; the version is a label.', labelNames: ['version'], registers }).set({ version: options.version ?? 'unknown' }, 1)
     registerScrapeGauges(this.registry, () => this.#view)
+    const view = () => this.#view
+    new Gauge({
+      name: 'kubelet_certificate_manager_client_ttl_seconds',
+      help: "Gauge of the TTL (time-to-live) of the Kubelet's client certificate. The value is in seconds until certificate expiry (negative if already expired). If client certificate is invalid or unused, the value will be +INF.",
+      registers,
+      collect() {
+        const notAfter = view()?.clientCertificateNotAfter?.()
+        this.set(notAfter === undefined ? Number.POSITIVE_INFINITY : Math.trunc((notAfter - Date.now()) / 1000))
+      },
+    })
   }
 
   /** Makes the scrape-time gauges read `view`. */
