@@ -196,6 +196,7 @@ function libc() {
     // The acts on one name in a directory descriptor, without a walk through /proc/self/fd.
     unlinkat: c.func('int unlinkat(int, const char *, int)'),
     mkdirat: c.func('int mkdirat(int, const char *, unsigned int)'),
+    renameat2: c.func('int renameat2(int, const char *, int, const char *, unsigned int)'),
     // fchmodat2(2) (Linux 6.6): a chmod that follows no symlink, on a name in a directory.
     fchmodat2: c.func('syscall', 'long', ['long', 'int', 'const char *', 'unsigned int', 'unsigned int']),
   }
@@ -423,6 +424,7 @@ function rootError(err, rel) {
   return fail(ELOOP, 'openat2', text, level ? text + ': ' + level + ' is a symlink' : text)
 }
 const MS_REMOUNT = 32
+const RENAME_NOREPLACE = 1
 const MS_PROPAGATION = (1 << 18) | (1 << 19) | (1 << 20) | (1 << 17)
 const MNT_DETACH = 2
 const STATX_MNT_ID = 0x1000
@@ -438,12 +440,19 @@ function mountIdOf(fd) {
 // leave the mount where kubevol never finds it again. The name is resolved again (no symlink at any
 // level); when it does not lead into a mount other than the one 'fd' is on, the new mount is undone
 // through the descriptor and the call fails.
+//
+// A mount point cannot be renamed (EBUSY), but a rename that passed that check before the mount
+// was attached still moves the directory, mount and all, after mount(2) returned. So the check
+// waits first for any rename under way in the directory: renameat2(name, name, RENAME_NOREPLACE)
+// takes the directory's rename lock as every rename there (or across it) does, and changes
+// nothing (EEXIST, or ENOENT). A rename that starts after it sees the mount point and is refused.
 function landedWhereNamed(target, fd, flags) {
   if ((flags & (MS_REMOUNT | MS_PROPAGATION)) !== 0) return
   const before = mountIdOf(fd)
   if (before === undefined) return
   let now
   try {
+    inParent(target, (d, n) => libc().renameat2(d, n, d, n, RENAME_NOREPLACE))
     // The name looked up again in its directory, not followed if it is a symlink now: a lookup that
     // lands on the new mount gives its id.
     now = inParent(target, (d, n) => {
