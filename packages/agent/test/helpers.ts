@@ -3,10 +3,21 @@
  * of the status endpoints, temporary manifest directories, and a fake attach/detach controller.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { MemoryHost } from '@kubevol/adapter-mock'
 import type { FakeApiServer } from '../src/testing/index.js'
+
+/** Whether @kubevol/adapter-linux (an optional peer of the agent) is installed, for the Linux-host tests. */
+export function adapterLinuxInstalled(): boolean {
+  try {
+    createRequire(import.meta.url).resolve('@kubevol/adapter-linux/package.json')
+    return true
+  } catch {
+    return false
+  }
+}
 
 /** Resolves once `check()` holds (checked every 10 ms), failing after `timeoutMs` with `what`. */
 export async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 10_000): Promise<void> {

@@ -3,24 +3,16 @@
  * into place, and a symlink planted at any step (the directory, the pair, its temporary file) is
  * refused or replaced, never followed: nothing outside the root is written.
  */
-import { createRequire } from 'node:module'
 import { lstatSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Host } from '@kubevol/core'
 import { afterAll, describe, expect, it } from 'vitest'
 import { selfSignedPair } from '../../test/certificates.js'
+import { adapterLinuxInstalled } from '../../test/helpers.js'
 import { CURRENT_PAIR_FILE, createCertStore } from './client-pair.js'
 import { createCredentialFiles } from './credential-files.js'
 
-function adapterLinuxInstalled(): boolean {
-  try {
-    createRequire(import.meta.url).resolve('@kubevol/adapter-linux/package.json')
-    return true
-  } catch {
-    return false
-  }
-}
 const installed = adapterLinuxInstalled()
 const isRoot = process.platform === 'linux' && process.getuid?.() === 0
 const reason = !installed ? '@kubevol/adapter-linux is not installed' : !isRoot ? `needs root on Linux (uid ${process.getuid?.() ?? 'unknown'})` : undefined
