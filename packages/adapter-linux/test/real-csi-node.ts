@@ -8,7 +8,7 @@
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { delimiter, join } from 'node:path'
-import { createMemoryObjectReader, createMemoryPodSource, createVolumeManager, type VolumeEvent } from '@kubevol/core'
+import { createMemoryObjectReader, createMemoryPodSource, createVolumeManager, type Pod, type VolumeEvent } from '@kubevol/core'
 import { createCsiDriverRegistry, createCsiPlugin } from '@kubevol/core/plugins'
 import { buildClaim, sha256Hex } from '@kubevol/core/testing'
 import { afterEach } from 'vitest'
@@ -212,6 +212,35 @@ export function useRealCsiNode(assets: string) {
       registrar: () => registrar as RealProcess,
       startDriver,
       startRegistrar: startRegistrarProcess,
+      /**
+       * What external-resizer does for a claim in namespace default: ControllerExpandVolume to
+       * `bytes`, then the PV's capacity and the claim's request, allocated size and
+       * `NodeResizePending` (RecoverVolumeExpansionFailure). Resolves with the driver's answer.
+       */
+      async expandClaim(name: string, bytes: number) {
+        const pvc = await objects.getPersistentVolumeClaim('default', name)
+        const pv = await objects.getPersistentVolume(pvc.spec?.volumeName ?? '')
+        const grown = await controller.expandVolume(pv.spec?.csi?.volumeHandle ?? '', bytes, pv.spec?.volumeMode === 'Block' ? 'block' : 'mount')
+        const storage = `${bytes / MiB}Mi`
+        objects.put('PersistentVolume', { ...pv, spec: { ...pv.spec, capacity: { storage } } })
+        objects.put('PersistentVolumeClaim', {
+          ...pvc,
+          spec: { ...pvc.spec, resources: { requests: { storage } } },
+          status: { ...pvc.status, allocatedResources: { storage }, allocatedResourceStatuses: { storage: 'NodeResizePending' } },
+        })
+        return grown
+      },
+      /**
+       * Deletes the pod and resolves once its volumes are unmounted, nothing is mounted under the
+       * root and the driver has each of `volumeIds` unstaged and unpublished.
+       */
+      async removePod(pod: Pod, ...volumeIds: string[]) {
+        pods.deletePod(pod.metadata.uid ?? '')
+        await kubevol.manager.waitForUnmount(pod, { timeoutMs: 30_000 })
+        await until('torn down and unstaged', () =>
+          mountsUnder(root).length === 0 && volumeIds.every((id) => driverVolume(id)?.Staged?.length === 0 && (driverVolume(id)?.Published ?? []).length === 0),
+        )
+      },
       staging: (volumeHandle: string) => `${root}/plugins/kubernetes.io/csi/${DRIVER}/${sha256Hex(volumeHandle)}/globalmount`,
       target: (uid: string, volume: string) => `${root}/pods/${uid}/volumes/${CSI_DIR}/${volume}/mount`,
     }

@@ -50,9 +50,7 @@ describeWithRealCsi('the real CSI hostpath driver restarted and killed', (assets
     expect(asked.map((r) => r.volume_path)).toContain(n.target('kept', 'pv-files'))
     expect(asked.find((r) => r.volume_path === n.target('kept', 'pv-files'))).toMatchObject({ volume_id: fs.volume.volumeId, staging_target_path: n.staging(fs.volume.volumeId) })
 
-    n.pods.deletePod('kept')
-    await n.manager.waitForUnmount(pod, { timeoutMs: 30_000 })
-    await until('all unpublished and unstaged', () => mountsUnder(n.root).length === 0 && n.driverVolume(fs.volume.volumeId)?.Staged?.length === 0 && n.driverVolume(blk.volume.volumeId)?.Staged?.length === 0)
+    await n.removePod(pod, fs.volume.volumeId, blk.volume.volumeId)
     expect(n.driverVolume(`csi-${sha256Hex('keptscratch')}`)).toBeUndefined()
     for (const name of ['pv-files', 'scratch']) expect(await n.host.lstat(`${n.root}/pods/kept/volumes/${CSI_DIR}/${name}`)).toBeNull()
     expect(await n.host.lstat(`${n.root}/pods/kept/volumeDevices/${CSI_DIR}/pv-disk`)).toBeNull()
@@ -91,10 +89,7 @@ describeWithRealCsi('the real CSI hostpath driver restarted and killed', (assets
     n.pods.setPod(second)
     await n.manager.waitForAttachAndMount(second, { timeoutMs: 30_000 })
     expect(mountsUnder(n.root)).toEqual([n.target('after', 'pv-keep')])
-    n.pods.deletePod('after')
-    await n.manager.waitForUnmount(second, { timeoutMs: 30_000 })
-    await until('unstaged again', () => n.driverVolume(volume.volumeId)?.Staged?.length === 0)
-    expect(mountsUnder(n.root)).toEqual([])
+    await n.removePod(second, volume.volumeId)
   })
 
   it('the driver SIGKILLed in the middle of NodePublishVolume: the mount fails with Unavailable, is retried, and completes once the driver is back; nothing lost or left mounted after the pod goes', async () => {
@@ -123,10 +118,7 @@ describeWithRealCsi('the real CSI hostpath driver restarted and killed', (assets
     writeFileSync(`${target}/after`, 'written')
     expect(n.driverVolume(volume.volumeId)).toMatchObject({ Staged: [n.staging(volume.volumeId)], Published: [target] })
 
-    n.pods.deletePod('kill-pod')
-    await n.manager.waitForUnmount(pod, { timeoutMs: 30_000 })
-    await until('unstaged', () => n.driverVolume(volume.volumeId)?.Staged?.length === 0)
-    expect(mountsUnder(n.root)).toEqual([])
+    await n.removePod(pod, volume.volumeId)
     expect(n.driverVolume(volume.volumeId)?.Published).toEqual([])
     expect(await n.host.lstat(`${n.root}/pods/kill-pod/volumes/${CSI_DIR}/pv-kill`)).toBeNull()
     expect(readFileSync(`${n.stateDir}/${volume.volumeId}/before`, 'utf8')).toBe('kept')

@@ -52,9 +52,7 @@ describeWithRealCsi('the volume manager with the real CSI hostpath driver and no
     await n.manager.waitForAttachAndMount(pod, { timeoutMs: 30_000 })
     expect(mountsUnder(n.root)).toEqual([n.target('late-pod', 'pv-late')])
     expect(n.driverVolume(volume.volumeId)).toMatchObject({ Staged: [n.staging(volume.volumeId)], Published: [n.target('late-pod', 'pv-late')] })
-    n.pods.deletePod('late-pod')
-    await n.manager.waitForUnmount(pod, { timeoutMs: 30_000 })
-    await until('unstaged', () => mountsUnder(n.root).length === 0 && n.driverVolume(volume.volumeId)?.Staged?.length === 0)
+    await n.removePod(pod, volume.volumeId)
   })
 
   it('a filesystem volume: NodeStageVolume, NodePublishVolume of the driver directory into the pod, written through; NodeUnpublishVolume and NodeUnstageVolume when the pod goes', async () => {
@@ -103,9 +101,7 @@ describeWithRealCsi('the volume manager with the real CSI hostpath driver and no
     const file = statSync(`${target}/old`)
     expect(file.gid).toBe(4321)
     expect(file.mode & 0o060).toBe(0o060)
-    n.pods.deletePod('owned-pod')
-    await n.manager.waitForUnmount(pod, { timeoutMs: 30_000 })
-    await until('unstaged', () => mountsUnder(n.root).length === 0 && n.driverVolume(volume.volumeId)?.Staged?.length === 0)
+    await n.removePod(pod, volume.volumeId)
   })
 
   it('a claim mounted read-only with mount options on its PV: NodePublishVolume with readonly and the mount flags, and the driver read-only bind refuses writes', async () => {
@@ -121,9 +117,7 @@ describeWithRealCsi('the volume manager with the real CSI hostpath driver and no
     expect(n.requests('NodePublishVolume').at(-1)).toMatchObject({ readonly: true, volume_capability: { mount: { mount_flags: ['noatime'] } } })
     expect(readFileSync(`${target}/seed`, 'utf8')).toBe('seed')
     expect(() => writeFileSync(`${target}/new`, 'x')).toThrow(/EROFS/)
-    n.pods.deletePod('ro-pod')
-    await n.manager.waitForUnmount(pod, { timeoutMs: 30_000 })
-    await until('unstaged', () => mountsUnder(n.root).length === 0 && n.driverVolume(volume.volumeId)?.Staged?.length === 0)
+    await n.removePod(pod, volume.volumeId)
   })
 
   it('a raw block volume: the driver loop device staged, published onto a file, linked into the pod and written through; unmapped in reverse', async () => {
@@ -186,21 +180,13 @@ describeWithRealCsi('the volume manager with the real CSI hostpath driver and no
 
   it('a volume grown by ControllerExpandVolume is expanded on the node in use (NodeExpandVolume on the pod path) and the claim records the new capacity', async () => {
     const n = await node()
-    const { volume, pvc, pv } = await n.claim('grow', 8 * MiB, 'Filesystem')
+    const { volume } = await n.claim('grow', 8 * MiB, 'Filesystem')
     const pod: Pod = buildPod({ uid: 'grow-pod', volumes: [{ name: 'grow', persistentVolumeClaim: { claimName: 'grow' } }] })
     n.pods.setPod(pod)
     await n.manager.waitForAttachAndMount(pod, { timeoutMs: 30_000 })
     expect(n.calls()).not.toContain('NodeExpandVolume')
 
-    // What external-resizer does: ControllerExpandVolume, then the PV's capacity and the claim's status.
-    const grown = await n.controller.expandVolume(volume.volumeId, 16 * MiB, 'mount')
-    expect(grown).toEqual({ capacityBytes: 16 * MiB, nodeExpansionRequired: true })
-    n.objects.put('PersistentVolume', { ...pv, spec: { ...pv.spec, capacity: { storage: '16Mi' } } })
-    n.objects.put('PersistentVolumeClaim', {
-      ...pvc,
-      spec: { ...pvc.spec, resources: { requests: { storage: '16Mi' } } },
-      status: { ...pvc.status, allocatedResources: { storage: '16Mi' }, allocatedResourceStatuses: { storage: 'NodeResizePending' } },
-    })
+    expect(await n.expandClaim('grow', 16 * MiB)).toEqual({ capacityBytes: 16 * MiB, nodeExpansionRequired: true })
     await until('NodeExpandVolume called', () => n.calls().includes('NodeExpandVolume'))
     const [request] = n.requests('NodeExpandVolume')
     expect(request).toMatchObject({
@@ -215,25 +201,16 @@ describeWithRealCsi('the volume manager with the real CSI hostpath driver and no
     expect(n.calls().filter((c) => c === 'NodeExpandVolume')).toHaveLength(1)
     expect(n.events.filter((e) => e.type === 'Warning')).toEqual([])
 
-    n.pods.deletePod('grow-pod')
-    await n.manager.waitForUnmount(pod, { timeoutMs: 30_000 })
-    await until('nothing mounted', () => mountsUnder(n.root).length === 0)
-    await until('unstaged', () => n.driverVolume(volume.volumeId)?.Staged?.length === 0)
+    await n.removePod(pod, volume.volumeId)
   })
 
   it('a raw block volume grown in use: NodeExpandVolume on the published device, the claim records the new capacity', async () => {
     const n = await node()
-    const { volume, pvc, pv } = await n.claim('rawgrow', 8 * MiB, 'Block')
+    const { volume } = await n.claim('rawgrow', 8 * MiB, 'Block')
     const pod: Pod = buildPod({ uid: 'rawgrow-pod', volumes: [{ name: 'rawgrow', persistentVolumeClaim: { claimName: 'rawgrow' } }], devices: ['rawgrow'] })
     n.pods.setPod(pod)
     await n.manager.waitForAttachAndMount(pod, { timeoutMs: 30_000 })
-    await n.controller.expandVolume(volume.volumeId, 16 * MiB, 'block')
-    n.objects.put('PersistentVolume', { ...pv, spec: { ...pv.spec, capacity: { storage: '16Mi' } } })
-    n.objects.put('PersistentVolumeClaim', {
-      ...pvc,
-      spec: { ...pvc.spec, resources: { requests: { storage: '16Mi' } } },
-      status: { ...pvc.status, allocatedResources: { storage: '16Mi' }, allocatedResourceStatuses: { storage: 'NodeResizePending' } },
-    })
+    expect(await n.expandClaim('rawgrow', 16 * MiB)).toEqual({ capacityBytes: 16 * MiB, nodeExpansionRequired: true })
     await until('NodeExpandVolume called', () => n.calls().includes('NodeExpandVolume'))
     const devices = `${n.root}/plugins/kubernetes.io/csi/volumeDevices`
     // The kubelet's volume_path of a block volume is its device path: the published device file.
@@ -250,8 +227,6 @@ describeWithRealCsi('the volume manager with the real CSI hostpath driver and no
     expect(n.events.filter((e) => e.type === 'Warning')).toEqual([])
     expect(n.events.map((e) => e.message)).toContain('MountVolume.NodeExpandVolume succeeded for volume "pv-rawgrow" node-1')
 
-    n.pods.deletePod('rawgrow-pod')
-    await n.manager.waitForUnmount(pod, { timeoutMs: 30_000 })
-    await until('unmapped and unstaged', () => mountsUnder(n.root).length === 0 && n.driverVolume(volume.volumeId)?.Staged?.length === 0)
+    await n.removePod(pod, volume.volumeId)
   })
 })
