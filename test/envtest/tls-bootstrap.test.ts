@@ -16,7 +16,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { type MemoryHost, createMemoryHost } from '@kubevol/adapter-mock'
-import { type Agent, type AgentConfigInput, startAgent } from '@kubevol/agent'
+import { type Agent, type AgentConfigInput, loadAgentConfig, startAgent } from '@kubevol/agent'
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest'
 import { parseAllDocuments } from 'yaml'
 import { until as untilFast } from '../../packages/agent/test/helpers.js'
@@ -152,6 +152,39 @@ describeWithControlPlane('TLS bootstrapping on the real control plane', () => {
     for (const path of ['/api/v1/pods', '/api/v1/secrets', '/api/v1/namespaces/default/configmaps/settings', '/api/v1/nodes']) {
       expect((await cp.request('GET', path, undefined, { as })).status, path).toBe(403)
     }
+  })
+
+  it("runs with the DaemonSet's arguments and its bootstrap kubeconfig mount, as deploy/README.md patches them", async () => {
+    const ds = parseAllDocuments(readFileSync(new URL('../../deploy/daemonset.yaml', import.meta.url), 'utf8'))[0]?.toJS() as {
+      spec: { template: { spec: { containers: { args: string[]; volumeMounts: { name: string; mountPath: string }[] }[]; volumes: { name: string; configMap?: { name: string; optional?: boolean } }[] } } }
+    }
+    const pod = ds.spec.template.spec
+    const container = pod.containers[0]
+    // The README's patch names the file the DaemonSet mounts from the bundle's ConfigMap.
+    const readme = readFileSync(new URL('../../deploy/README.md', import.meta.url), 'utf8')
+    const flag = /"value":"(--bootstrap-kubeconfig=[^"]+)"/.exec(readme)?.[1] ?? ''
+    const mount = container?.volumeMounts.find((m) => m.name === 'bootstrap-kubeconfig')
+    expect(flag).toBe(`--bootstrap-kubeconfig=${mount?.mountPath}/kubeconfig`)
+    expect(pod.volumes.find((v) => v.name === 'bootstrap-kubeconfig')?.configMap).toEqual({ name: 'kubevol-bootstrap-kubeconfig', optional: true })
+
+    // The DaemonSet's arguments ($(NODE_NAME) is the machine's node), the patch's flag pointing at this test's copy of the file.
+    const bootstrap = bootstrapKubeconfig('daemonset', await cp.serviceAccountToken('kube-system', 'kubevol'))
+    const argv = [...(container?.args ?? []), flag].map((a) => a.replace('$(NODE_NAME)', 'machine1').replace(/^--bootstrap-kubeconfig=.*/, `--bootstrap-kubeconfig=${bootstrap}`))
+    const config = await loadAgentConfig({ argv, env: {} })
+    expect(config).toMatchObject({ mode: 'api', nodeName: 'machine1-kubevol', bootstrapKubeconfig: bootstrap, rotateCertificates: true, certDir: `${ROOT}/pki`, kubeconfig: `${ROOT}/kubeconfig` })
+    const host = createMemoryHost()
+    // The host in memory (no watch of the machine's plugins_registry) and any free status port; the rest as shipped.
+    const agent = await startAgent({ ...config, port: 0, pluginRegistration: false }, { host, log: { silent: process.env.KUBEVOL_ENVTEST_VERBOSE !== '1' } })
+    agents.push(agent)
+    await until('the certificate issued', async () => (await credentialsCheck(agent))?.ok === true, 60_000)
+    await until('the Node registered', async () => (await cp.request('GET', '/api/v1/nodes/machine1-kubevol')).status === 200, 30_000)
+    const node = await cp.must<{ metadata: { labels: Record<string, string> } }>('GET', '/api/v1/nodes/machine1-kubevol')
+    expect(node.metadata.labels).toMatchObject({ 'kubevol.io/host': 'machine1' })
+    await cp.must('POST', '/api/v1/namespaces/default/secrets', { metadata: { name: 'ds-secret' }, data: { key: Buffer.from('s3cret').toString('base64') } })
+    const uid = await createPod(cp, podObject('ds-pod', 'machine1-kubevol', [{ name: 'cfg', configMap: { name: 'settings' } }, { name: 'sec', secret: { secretName: 'ds-secret' } }], { automount: false }))
+    await until('the secret mounted', async () => (await podFile(host, uid, 'kubernetes.io~secret', 'sec', 'key')) === 's3cret', 30_000)
+    expect(await storedCert(host)).toMatch(/CN = system:node:machine1-kubevol/)
+    expect(answers(cp, 'system:node:machine1-kubevol', 403)).toEqual([])
   })
 
   it('restarts with the stored certificate and makes no request', async () => {
