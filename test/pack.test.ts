@@ -1,7 +1,7 @@
 /**
  * What a user gets from npm: packs each published package, lints the tarballs (publint, and attw
  * for the types each resolution mode sees), installs them into an empty folder the way a consumer
- * would, type-checks a consumer with `skipLibCheck: false` under `node16` and `bundler` resolution,
+ * would (first without @kubernetes/client-node, an optional peer only API mode needs), type-checks a consumer with `skipLibCheck: false` under `node16` and `bundler` resolution,
  * and with the oldest and newest TypeScript and `@types/node` a consumer may have, and runs the
  * README's embedding example from the installed packages.
  *
@@ -53,6 +53,22 @@ const expectedExports: Readonly<Record<string, readonly string[]>> = {
  * a vitest suite, and vitest is an optional peer dependency a consumer installs only to use it.
  */
 const needsOptionalPeer = new Set(['@kubevol/core/testing/host-contract'])
+
+/**
+ * Entry points that load @kubernetes/client-node, an optional peer of the agent and the CLI that only
+ * API mode needs: the consumer gets it installed after the checks of what a static-mode or embedding
+ * user has without it.
+ */
+const needsKubeClient = new Set(['@kubevol/agent/kube', '@kubevol/agent/testing'])
+
+/** What a consumer without @kubernetes/client-node found (probed before it is installed). */
+interface WithoutKubeClient {
+  readonly installed: boolean
+  readonly once: { readonly code: number; readonly stdout: string }
+  readonly api: { readonly code: number; readonly stderr: string }
+  readonly typeCheck: string
+}
+let withoutKubeClient: WithoutKubeClient
 
 /**
  * attw's `esm-only` profile: the packages are ES modules only (`"type": "module"`, a `default`
@@ -118,7 +134,45 @@ beforeAll(async () => {
     const manifest = JSON.parse(await readFile(join(app, 'node_modules', p.name, 'package.json'), 'utf8')) as { exports: Record<string, unknown> }
     for (const entry of Object.keys(manifest.exports)) if (entry !== './package.json') entries.push(entry === '.' ? p.name : `${p.name}/${entry.slice(2)}`)
   }
-}, 240_000)
+  withoutKubeClient = await probeWithoutKubeClient()
+  // API mode's client, as its install docs say to add it.
+  const kubeClient = `@kubernetes/client-node@${agent.devDependencies['@kubernetes/client-node']}`
+  await run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', kubeClient], { cwd: app, env, maxBuffer: 16 * 1024 * 1024 })
+}, 300_000)
+
+/** The exit code and output of a command in the consumer's folder (no throw on a non-zero exit). */
+async function outcome(file: string, args: readonly string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return run(file, args, { cwd: app, timeout: 60_000 }).then(
+    (r) => ({ code: 0, stdout: r.stdout, stderr: r.stderr }),
+    (err: { code?: number; stdout?: string; stderr?: string }) => ({ code: typeof err.code === 'number' ? err.code : -1, stdout: err.stdout ?? '', stderr: err.stderr ?? '' }),
+  )
+}
+
+/** Static mode, API mode's refusal and the types of every other entry, with no @kubernetes/client-node installed. */
+async function probeWithoutKubeClient(): Promise<WithoutKubeClient> {
+  const kubevol = join(app, 'node_modules/.bin/kubevol')
+  const once = await outcome(kubevol, ['run', '--once', '--pod-manifest-path', join(repoRoot, 'examples/manifests')])
+  const api = await outcome(kubevol, ['run', '--once', '--kubeconfig', join(app, 'kubeconfig'), '--node-name', 'n1'])
+  const ids = entries.filter((id) => !needsOptionalPeer.has(id) && !needsKubeClient.has(id))
+  const typeCheck = await typeCheckConsumer({ name: 'without-kube-client', tsc: join(app, 'node_modules/.bin/tsc'), module: 'node16', resolution: 'node16', ids })
+  return { installed: existsSync(join(app, 'node_modules/@kubernetes/client-node')), once, api, typeCheck }
+}
+
+describe('without @kubernetes/client-node (an optional peer only API mode loads)', () => {
+  it('is not installed with the CLI and the agent', () => {
+    expect(withoutKubeClient.installed).toBe(false)
+  })
+
+  it("runs static mode, types every other entry and the README's example", () => {
+    expect(withoutKubeClient.once).toMatchObject({ code: 0, stdout: expect.stringMatching(/^converged: 2 pods, 9 volumes mounted/m) })
+    expect(withoutKubeClient.typeCheck).toBe('')
+  })
+
+  it('refuses API mode saying what to install', () => {
+    expect(withoutKubeClient.api.code).toBe(2)
+    expect(withoutKubeClient.api.stderr).toMatch(/"api" once @kubernetes\/client-node is installed beside kubevol \(npm install @kubernetes\/client-node@1\.4\.0\)/)
+  })
+})
 
 afterAll(async () => {
   if (work) await rm(work, { recursive: true, force: true })
@@ -142,8 +196,8 @@ function installTool(spec: string): Promise<string> {
 }
 
 /** Writes a consumer importing every entry point (and the README's example), and type-checks it with `tsc`. */
-async function typeCheckConsumer(o: { name: string; tsc: string; module: string; resolution: string; typeRoots?: string }): Promise<string> {
-  const imports = entries.filter((id) => !needsOptionalPeer.has(id)).map((id, i) => `import * as entry${i} from '${id}'\nvoid entry${i}`)
+async function typeCheckConsumer(o: { name: string; tsc: string; module: string; resolution: string; typeRoots?: string; ids?: readonly string[] }): Promise<string> {
+  const imports = (o.ids ?? entries.filter((id) => !needsOptionalPeer.has(id))).map((id, i) => `import * as entry${i} from '${id}'\nvoid entry${i}`)
   await writeFile(join(app, `entries-${o.name}.ts`), `${imports.join('\n')}\n`)
   await writeFile(join(app, `embedding-${o.name}.ts`), `${await readmeEmbedding()}\nexport {}\n`)
   const tsconfig = {

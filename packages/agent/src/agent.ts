@@ -45,8 +45,12 @@ import { AGENT_VERSION } from './version.js'
 export interface AgentDependencies {
   /** The host, instead of the one `config.host` names (tests pass a memory host they keep). */
   readonly host?: Host
-  /** API mode: the API server to use, instead of loading `config.kubeconfig`. */
-  readonly kubeConfig?: KubeConfig
+  /**
+   * API mode: the API server to use, instead of loading `config.kubeconfig`: a `KubeConfig` of
+   * @kubernetes/client-node. Typed as an object so that this entry's types do not need that package,
+   * an optional peer that only API mode loads.
+   */
+  readonly kubeConfig?: object
   /** @default systemClock */
   readonly clock?: Clock
   /** Log options (destination, silence); format and verbosity come from the config. */
@@ -238,12 +242,31 @@ function observability({ config, clock, logger }: Context): { metrics: AgentMetr
   return { metrics, events, recorder }
 }
 
+/** The version of @kubernetes/client-node the agent is built and tested with. */
+const KUBE_CLIENT = '@kubernetes/client-node@1.4.0'
+
+/**
+ * API mode's modules. They load @kubernetes/client-node, an optional peer of the agent: when it is not
+ * installed, the start fails saying what to install.
+ */
+async function loadApiMode(): Promise<typeof import('./kube/api-mode.js')> {
+  try {
+    return await import('./kube/api-mode.js')
+  } catch (err) {
+    const missing = (err as { code?: string }).code === 'ERR_MODULE_NOT_FOUND' && errorMessage(err).includes("'@kubernetes/client-node'")
+    if (!missing) throw err
+    throw new AgentConfigError([
+      { key: 'mode', value: 'api', source: 'the agent configuration', allowed: `"static", or "api" once @kubernetes/client-node is installed beside kubevol (npm install ${KUBE_CLIENT})` },
+    ])
+  }
+}
+
 async function modeSources(ctx: Context, metrics: AgentMetrics, host: Host): Promise<ModeSources> {
   const { config, deps, clock, logger } = ctx
   if (config.mode === 'static') return staticSources(config, logger)
   // Loaded here, not at the top: @kubernetes/client-node costs about 0.6 s and 90 MB of start-up,
   // which static mode and the CLI's other commands never need.
-  const kube = await import('./kube/api-mode.js')
+  const kube = await loadApiMode()
   // TLS bootstrapping: the clients authenticate as the node, with the certificate it requests and renews.
   const credentials = config.bootstrapKubeconfig
     ? new kube.NodeCredentials({
@@ -257,7 +280,7 @@ async function modeSources(ctx: Context, metrics: AgentMetrics, host: Host): Pro
         logger,
       })
     : undefined
-  const clients = kube.createKubeClients(credentials?.kubeConfig ?? deps.kubeConfig ?? kube.loadKubeConfig(config.kubeconfig, deps.env ?? process.env))
+  const clients = kube.createKubeClients(credentials?.kubeConfig ?? (deps.kubeConfig as KubeConfig | undefined) ?? kube.loadKubeConfig(config.kubeconfig, deps.env ?? process.env))
   const onRestart = (resource: string, reason: string): void => metrics.watchRestarts.inc({ resource, reason })
   return apiSources({ config, kube, clients, logger, clock, onRestart, ...(credentials ? { credentials } : {}) })
 }
