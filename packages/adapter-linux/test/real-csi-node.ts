@@ -191,7 +191,15 @@ export function useRealCsiNode(assets: string) {
       get manager() {
         return kubevol.manager
       },
-      /** Stops kubevol (mounts stay) and starts it again on the same root: registration and reconstruction anew. */
+      /** Stops kubevol: its manager and plugin watcher (mounts stay). */
+      stopKubevol: () => kubevol.kill(),
+      /** Starts kubevol again on the same root (registration and reconstruction anew); `registered: false` does not wait for the driver to register. */
+      async startKubevol(o: { registered?: boolean } = {}) {
+        kubevol = await startKubevol()
+        if (o.registered !== false) await until('the driver registered again', () => kubevol.registry.get(DRIVER) !== undefined)
+        await kubevol.plugin.syncDriverObjects()
+      },
+      /** Stops kubevol (mounts stay) and starts it again on the same root, once the driver is registered again. */
       async restartKubevol() {
         await kubevol.kill()
         kubevol = await startKubevol()

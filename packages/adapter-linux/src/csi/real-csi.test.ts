@@ -37,6 +37,31 @@ describeWithRealCsi('the volume manager with the real CSI hostpath driver and no
     await until('the driver unregistered', () => n.registry.get(DRIVER) === undefined)
   })
 
+  it('a registration kubevol refuses (NodeGetInfo fails: the driver died after its registrar started) is told to the registrar, which exits 1 as with the kubelet; its socket left behind is retried, and the restarted pair registers', async () => {
+    const n = await node({ registered: false })
+    await n.stopKubevol()
+    await n.startRegistrar()
+    await n.driver().stop('SIGKILL')
+    await n.startKubevol({ registered: false })
+    await until('the registrar exited', () => !n.registrar().running())
+    expect(n.registrar().exit()).toEqual({ code: 1, signal: null })
+    const log = readFileSync(n.registrar().logFile, 'utf8')
+    expect(log).toMatch(/Received NotifyRegistrationStatus call.*PluginRegistered:false/)
+    expect(log).toContain('NodeGetInfo of driver hostpath.csi.k8s.io failed')
+    expect(log).toContain('Registration process failed with error, restarting registration container')
+    expect(n.registry.get(DRIVER)).toBeUndefined()
+    // os.Exit leaves its socket; the watcher keeps trying it and registers the restarted pair.
+    expect(existsSync(`${n.registrationDir}/${DRIVER}-reg.sock`)).toBe(true)
+    await n.startDriver()
+    await n.startRegistrar()
+    await until('registered', () => n.registry.get(DRIVER) !== undefined)
+    const { volume } = await n.claim('after', 8 * MiB, 'Filesystem')
+    const pod: Pod = buildPod({ uid: 'after-pod', volumes: [{ name: 'after', persistentVolumeClaim: { claimName: 'after' } }] })
+    n.pods.setPod(pod)
+    await n.manager.waitForAttachAndMount(pod, { timeoutMs: 30_000 })
+    await n.removePod(pod, volume.volumeId)
+  })
+
   it('a pod whose driver registers after it: the mount fails with the kubelet text meanwhile, and succeeds once node-driver-registrar registers the driver', async () => {
     const n = await node({ registered: false })
     const { volume } = await n.claim('late', 8 * MiB, 'Filesystem')
