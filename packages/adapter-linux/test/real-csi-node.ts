@@ -152,13 +152,14 @@ export function useRealCsiNode(assets: string) {
     stops.push(() => controller.close())
 
     /** A PV and bound claim for a volume the controller service created. */
-    const claim = async (name: string, bytes: number, mode: 'Filesystem' | 'Block') => {
+    const claim = async (name: string, bytes: number, mode: 'Filesystem' | 'Block', accessModes?: readonly string[]) => {
       const volume = await controller.createVolume(`pvc-${name}`, bytes, mode === 'Block' ? 'block' : 'mount')
       const { pvc, pv } = buildClaim({
         claim: name,
         pv: `pv-${name}`,
         capacity: `${bytes / MiB}Mi`,
         volumeMode: mode,
+        ...(accessModes ? { accessModes } : {}),
         pvSource: { csi: { driver: DRIVER, volumeHandle: volume.volumeId, volumeAttributes: volume.volumeContext } },
       })
       objects.put('PersistentVolumeClaim', pvc)

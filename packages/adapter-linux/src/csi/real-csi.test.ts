@@ -109,6 +109,29 @@ describeWithRealCsi('the volume manager with the real CSI hostpath driver and no
     expect(existsSync(`${n.stateDir}/${volume.volumeId}`)).toBe(false)
   })
 
+  it('a ReadWriteOncePod claim: published SINGLE_NODE_SINGLE_WRITER; a second pod is refused before the driver is asked, with the kubelet text, and set up once the first is gone', async () => {
+    const n = await node()
+    const { volume } = await n.claim('solo', 8 * MiB, 'Filesystem', ['ReadWriteOncePod'])
+    const first: Pod = buildPod({ uid: 'solo-1', volumes: [{ name: 'solo', persistentVolumeClaim: { claimName: 'solo' } }] })
+    const second: Pod = buildPod({ uid: 'solo-2', volumes: [{ name: 'solo', persistentVolumeClaim: { claimName: 'solo' } }] })
+    n.pods.setPod(first)
+    await n.manager.waitForAttachAndMount(first, { timeoutMs: 30_000 })
+    expect(n.requests('NodePublishVolume').at(-1)?.volume_capability).toEqual({ mount: {}, access_mode: { mode: 'SINGLE_NODE_SINGLE_WRITER' } })
+    n.pods.setPod(second)
+    const refused = 'MountVolume.SetUp failed for volume "pv-solo" : volume uses the ReadWriteOncePod access mode and is already in use by another pod'
+    await until('the second pod refused', () => n.events.some((e) => e.reason === 'FailedMount' && e.message === refused))
+    // The driver would refuse too (FailedPrecondition: mounted at a different target path); it is not asked.
+    expect(n.calls().filter((c) => c === 'NodePublishVolume')).toHaveLength(1)
+    expect(mountsUnder(n.root)).toEqual([n.target('solo-1', 'pv-solo')])
+
+    n.pods.deletePod('solo-1')
+    await n.manager.waitForUnmount(first, { timeoutMs: 30_000 })
+    await n.manager.waitForAttachAndMount(second, { timeoutMs: 30_000 })
+    expect(mountsUnder(n.root)).toEqual([n.target('solo-2', 'pv-solo')])
+    expect(n.driverVolume(volume.volumeId)?.Published).toEqual([n.target('solo-2', 'pv-solo')])
+    await n.removePod(second, volume.volumeId)
+  })
+
   it("fsGroupPolicy File on a driver without VOLUME_MOUNT_GROUP: the pod's fsGroup is applied to the published volume after NodePublishVolume, as the kubelet's SetVolumeOwnership", async () => {
     const n = await node()
     const { volume } = await n.claim('owned', 8 * MiB, 'Filesystem')
