@@ -24,7 +24,7 @@ import { symlinkedTrees } from './attacks/symlinked-trees.js'
 import { type HostileNode, type NodeInternals, createHostileNode } from './harness/node.js'
 import { notBuilt } from './harness/processes.js'
 import { RESULTS_FILE, writeResults } from './harness/results.js'
-import { type AuditResult, newTally, record, summaryLine, teardownAndAudit } from './harness/teardown.js'
+import { newTally, record, summaryLine, teardownAndAudit } from './harness/teardown.js'
 
 const isRoot = process.platform === 'linux' && process.getuid?.() === 0
 const reason = !isRoot
@@ -67,22 +67,6 @@ if (reason !== undefined && process.env.CI === 'true') {
     it(`attacks the whole agent on the real kernel (skipped: ${reason}; CI runs it as root)`, () => {})
   })
 } else {
-  /**
-   * The exchange race can still leave a mount or a loop device behind in some runs (never an escape
-   * nor a lost byte: those fail it as any other attack): a subPath bind whose tear-down, failed over
-   * and over while the levels were swapped, was not retried before the audit's deadline, and a
-   * fileDisk loop device attached while the journal was swapped. Issue 36 stays open on them. Their
-   * leaks are printed and counted apart; `KUBEVOL_HOSTILE_STRICT=1` counts them as any other.
-   */
-  const KNOWN_LEAKS = /^issue 36: .* swapped with a symlink outside R for \d+ s while/
-  const knownLeaked: string[] = []
-  const knownLeaks = (result: AuditResult): AuditResult => {
-    if (process.env.KUBEVOL_HOSTILE_STRICT === '1' || !KNOWN_LEAKS.test(result.attack)) return result
-    const leaks = [...result.leakedMounts.map((m) => `leaked mount: ${m}`), ...result.leakedLoops.map((l) => `leaked loop device: ${l}`)]
-    if (leaks.length === 0) return result
-    for (const leak of leaks) knownLeaked.push(`${result.attack}: ${leak}`)
-    return { ...result, leakedMounts: [], leakedLoops: [], notes: [...result.notes, `known leak, issue 36: ${leaks.join('; ')}`] }
-  }
   describe('hostile node', () => {
     const tally = newTally()
     let current: NodeInternals | undefined
@@ -97,14 +81,13 @@ if (reason !== undefined && process.env.CI === 'true') {
       const internals = current
       current = undefined
       if (!internals) return
-      const problem = record(tally, knownLeaks(await teardownAndAudit(context.task.name, internals)))
+      const problem = record(tally, await teardownAndAudit(context.task.name, internals))
       if (problem) throw new Error(problem)
     }, 120_000)
     // vitest passes the suite second; its first argument must be a destructuring pattern (fixtures).
     // biome-ignore lint/correctness/noEmptyPattern: vitest parses the pattern
     afterAll(({}, suite) => {
       console.log(summaryLine(tally))
-      if (knownLeaked.length > 0) console.log(`[hostile-node] known leaks of the exchange race (issue 36; KUBEVOL_HOSTILE_STRICT=1 fails them): ${knownLeaked.length}\n  ${knownLeaked.join('\n  ')}`)
       // Recorded only when asked for: a test run leaves the committed record (and the docs page drawn from it) alone.
       const notWritten = process.env.KUBEVOL_RECORD_RESULTS === '1' ? writeResults(suite, tally) : 'set KUBEVOL_RECORD_RESULTS=1 to record this run'
       console.log(notWritten ? `[hostile-node] ${RESULTS_FILE} not written: ${notWritten}` : `[hostile-node] results written to ${RESULTS_FILE}`)
