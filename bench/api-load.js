@@ -23,19 +23,28 @@
 // fleet would give under MIN_SAMPLES changes in the window (the rate is in the results). Neither
 // strategy's requests depend on it (a watch event is not a request; the Cache reads are periodic).
 //
-// Sizes and budget: KUBEVOL_BENCH_API_NODES (1,100,1000), KUBEVOL_BENCH_API_CACHE_BUDGET (GET/s, 300).
+// Sizes and budget: KUBEVOL_BENCH_API_NODES (1,100,1000), KUBEVOL_BENCH_API_PODS (pods per node, 10),
+// KUBEVOL_BENCH_API_CACHE_BUDGET (GET/s, 300).
+//
+// The real API server: KUBEVOL_BENCH_API_SERVER=real runs the Watch fleets (100 and 1,000 nodes unless
+// KUBEVOL_BENCH_API_NODES says otherwise) against the fake and then against a real kube-apiserver v1.32 with etcd
+// (KUBEVOL_ENVTEST_ASSETS, bench/real-api-server.js), one size after the other, and writes results/api-load-real:
+// the same figures from each, with the CPU and resident memory of the server (the fake's is the bench's one process,
+// server and clients; the real one's, kube-apiserver and etcd, each its own process).
 import { silentLogger } from '@kubevol/core'
 import { createMemoryPodSource } from '@kubevol/core/testing'
 import { createApiObjectReader, createKubeClients } from '@kubevol/agent/kube'
 import { startFakeApiServer } from '@kubevol/agent/testing'
 import { writeResult } from './results.js'
 
-const SIZES = (process.env.KUBEVOL_BENCH_API_NODES ?? '1,100,1000').split(',').map(Number)
+const REAL = process.env.KUBEVOL_BENCH_API_SERVER === 'real'
+const SIZES = (process.env.KUBEVOL_BENCH_API_NODES ?? (REAL ? '100,1000' : '1,100,1000')).split(',').map(Number)
 const CACHE_BUDGET = Number(process.env.KUBEVOL_BENCH_API_CACHE_BUDGET ?? 300)
 import { readFileSync } from 'node:fs'
 import os from 'node:os'
 
-const PODS = 10
+/** Pods per node (a ConfigMap and a Secret volume each): KUBEVOL_BENCH_API_PODS, 10 by default. */
+const PODS = Number(process.env.KUBEVOL_BENCH_API_PODS ?? 10)
 
 /** The process's limit of open files (Linux), else a common default. */
 function openFileLimit() {
@@ -52,12 +61,12 @@ function openFileLimit() {
  * Pods per node of a fleet: 10, or fewer where the fleet's watches would not fit in this process.
  * Over HTTP/1.1 (client-node's, and the fake server's) each watch is a connection, and both its ends
  * are open files of this one process: a 1,000-node fleet of 20 watches per node needs 40,000, over the
- * limit of 20,000 this machine allows (and root here cannot raise). Such a fleet runs with fewer pods
- * per node, both strategies alike; per-object rates carry over (each object costs the same). The
+ * limit of 20,000 this machine allows (and root here cannot raise); against the real API server only the
+ * clients' ends are. Such a fleet runs with fewer pods per node, both strategies alike; per-object rates carry over (each object costs the same). The
  * kubelet multiplexes its watches over one HTTP/2 connection (see README).
  */
-function podsPerNode(nodes) {
-  const watches = Math.floor((openFileLimit() * 0.8) / 2)
+function podsPerNode(nodes, endsInProcess = 2) {
+  const watches = Math.floor((openFileLimit() * 0.8) / endsInProcess)
   return Math.max(1, Math.min(PODS, Math.floor(watches / nodes / 2)))
 }
 /** Changes per node per minute, spread over its objects (each changes once per 10 min on average). */
@@ -77,15 +86,37 @@ const objectName = (i, p) => `${nodeName(i)}-p${p}`
 const isBenchNode = (user) => user.startsWith('system:node:bench-')
 const b64 = (s) => Buffer.from(s).toString('base64')
 
-/** Creates the pods and objects of nodes [from, to) in the server. */
-function provision(api, from, to) {
+/** The pods and objects of nodes [from, to), as [kind, object]. */
+function objectsOf(from, to) {
+  const objects = []
   for (let i = from; i < to; i++) {
     for (let p = 0; p < PODS; p++) {
       const name = objectName(i, p)
-      api.create('ConfigMap', { metadata: { name, namespace: 'default' }, data: { v: '0' } })
-      api.create('Secret', { metadata: { name, namespace: 'default' }, data: { v: b64('0') } })
-      api.create('Pod', podObject(i, p))
+      objects.push(['ConfigMap', { metadata: { name, namespace: 'default' }, data: { v: '0' } }])
+      objects.push(['Secret', { metadata: { name, namespace: 'default' }, data: { v: b64('0') } }])
+      objects.push(['Pod', podObject(i, p)])
     }
+  }
+  return objects
+}
+
+/** The fake API server behind the surface the fleets use (the real one's is bench/real-api-server.js). */
+function fakeServer(api) {
+  return {
+    name: 'fake',
+    endsInProcess: 2,
+    createAll: async (objects) => {
+      for (const [kind, object] of objects) api.create(kind, object)
+    },
+    patch: (kind, namespace, name, patch) => api.patch(kind, namespace, name, patch),
+    kubeConfig: (name) => api.kubeConfig(api.nodeToken(name)),
+    resetRequestCounts: () => api.resetRequestCounts(),
+    requestCounts: () => api.requestCounts(),
+    openWatches: async (resource) => (resource ? api.openWatches(resource) : api.openWatches('configmaps') + api.openWatches('secrets')),
+    watchRequests: () => api.requests.filter((r) => r.watch),
+    // The fake serves from the bench's own process: its usage is the process's, clients included.
+    usage: () => ({ process: { cpuSeconds: (process.cpuUsage().user + process.cpuUsage().system) / 1e6, rssBytes: process.memoryUsage().rss } }),
+    close: () => api.close(),
   }
 }
 
@@ -116,7 +147,7 @@ function startNode(api, i, strategy, minuteMs, pods, seen) {
     { ready: true },
   )
   const reader = createApiObjectReader({
-    clients: createKubeClients(api.kubeConfig(api.nodeToken(name))),
+    clients: createKubeClients(api.kubeConfig(name)),
     nodeName: name,
     ttlMs: (TTL_S / 60) * minuteMs,
     changeDetection: strategy,
@@ -183,11 +214,14 @@ function fleetRequests(api) {
 }
 const sum = (byVerb) => Object.values(byVerb).reduce((a, b) => a + b, 0)
 
-/** Waits until every Watch node's watches are open (or the deadline passes). */
-async function waitWatching(api, nodes, objects) {
-  const deadline = Date.now() + 120_000
-  while (api.openWatches('configmaps') + api.openWatches('secrets') < nodes * objects && Date.now() < deadline) await sleep(100)
-  return api.openWatches('configmaps') + api.openWatches('secrets')
+/**
+ * Waits until every Watch node's watches are open (or the deadline passes); the fleet's, beyond `baseline` (the real
+ * API server's own watches of ConfigMaps and Secrets).
+ */
+async function waitWatching(api, nodes, objects, baseline) {
+  const deadline = Date.now() + 600_000
+  while ((await api.openWatches()) - baseline < nodes * objects && Date.now() < deadline) await sleep(500)
+  return (await api.openWatches()) - baseline
 }
 
 /**
@@ -195,25 +229,34 @@ async function waitWatching(api, nodes, objects) {
  * carries the timeout the server ends it after, and is renewed when it ends.
  */
 function renewalsPerNodePerMinute(api, nodes, watchesOpen) {
-  const timeouts = api.requests.filter((r) => r.watch && r.user && isBenchNode(r.user) && r.query.timeoutSeconds).map((r) => Number(r.query.timeoutSeconds))
+  const timeouts = api.watchRequests().filter((r) => r.user && isBenchNode(r.user) && r.query.timeoutSeconds).map((r) => Number(r.query.timeoutSeconds))
   if (timeouts.length === 0) return { perNodePerMinute: null, meanTimeoutSeconds: null }
   const mean = timeouts.reduce((a, b) => a + b, 0) / timeouts.length
   return { perNodePerMinute: round(((watchesOpen / nodes) * 60) / mean, 3), meanTimeoutSeconds: round(mean, 0) }
 }
 
-/** Counts the fleet's requests over `ms` real ms, in simulated minutes of `minuteMs`. */
+/**
+ * Counts the fleet's requests over `ms` real ms, in simulated minutes of `minuteMs`, and the server's CPU (percent
+ * of one core over the window) and resident memory at its end, per process.
+ */
 async function countWindow(api, ms, minuteMs) {
   api.resetRequestCounts()
   const start = performance.now()
+  const before = api.usage()
   await sleep(ms)
+  const after = api.usage()
+  const seconds = (performance.now() - start) / 1000
   const requests = fleetRequests(api)
-  return { requests, minutes: (performance.now() - start) / minuteMs }
+  const usage = Object.fromEntries(
+    Object.entries(after).map(([proc, u]) => [proc, { cpuPercent: round(((u.cpuSeconds - (before[proc]?.cpuSeconds ?? 0)) / seconds) * 100, 1), rssMiB: round(u.rssBytes / 2 ** 20, 0) }]),
+  )
+  return { requests, minutes: (performance.now() - start) / minuteMs, usage }
 }
 
 /** One fleet: N nodes under one strategy, idle and then under churn; the server's counts per window. */
 async function runFleet(api, nodes, strategy) {
   const watch = strategy === 'Watch'
-  const pods = podsPerNode(nodes)
+  const pods = podsPerNode(nodes, api.endsInProcess)
   const objects = pods * 2
   const minuteMs = watch ? 60_000 : Math.max(MIN_MINUTE_MS, Math.ceil(((nodes * objects) / CACHE_BUDGET) * 1000))
   const windowMs = (seconds) => (watch ? seconds * 1000 : Math.max(seconds * 1000, minuteMs * 1.05))
@@ -225,9 +268,10 @@ async function runFleet(api, nodes, strategy) {
     pending.delete(`${kind}/${object}`)
     latencies.push(performance.now() - change.at)
   }
+  const baseline = await api.openWatches()
   const started = performance.now()
   const fleet = Array.from({ length: nodes }, (_, i) => startNode(api, i, strategy, minuteMs, pods, seen))
-  const watchesOpen = watch ? await waitWatching(api, nodes, objects) : undefined
+  const watchesOpen = watch ? await waitWatching(api, nodes, objects, baseline) : undefined
   const setupSeconds = round((performance.now() - started) / 1000, 1)
   // A Cache fleet needs no warm-up: each node's sync starts at a random point of the first minute,
   // so any minute from the start holds one sync of every node, as on nodes that have run a while.
@@ -242,7 +286,7 @@ async function runFleet(api, nodes, strategy) {
   const renewals = watch ? renewalsPerNodePerMinute(api, nodes, watchesOpen) : undefined
   for (const node of fleet) node.stop()
   await sleep(500)
-  return summarize({ nodes, objects, strategy, minuteMs, setupSeconds, watchesOpen, idle, churn, renewals, latencies, unseen: pending.size, churnRate: (rate * minuteMs) / nodes })
+  return summarize({ server: api.name, nodes, objects, strategy, minuteMs, setupSeconds, watchesOpen, idle, churn, renewals, latencies, unseen: pending.size, churnRate: (rate * minuteMs) / nodes })
 }
 
 /** A fleet's row: requests per node per minute (with the renewals, for Watch) and latency percentiles. */
@@ -253,12 +297,14 @@ function summarize(f) {
   const factor = f.strategy === 'Watch' ? 1 : 60_000 / f.minuteMs
   const sorted = f.latencies.map((ms) => ms * factor).sort((a, b) => a - b)
   return {
+    server: f.server,
     nodes: f.nodes,
     objectsPerNode: f.objects,
     strategy: f.strategy,
     minuteMs: f.minuteMs,
     setupSeconds: f.setupSeconds,
     ...(f.watchesOpen !== undefined ? { watchesOpen: f.watchesOpen, renewals: f.renewals } : {}),
+    usage: { idle: f.idle.usage, churn: f.churn.usage },
     idle: { requests: f.idle.requests, counted: round(perMinute(f.idle), 3), perNodePerMinute: plusRenewals(perMinute(f.idle)), perObjectPerMinute: round(plusRenewals(perMinute(f.idle)) / f.objects, 4) },
     churn: {
       requests: f.churn.requests,
@@ -295,13 +341,14 @@ function markdown(rows, ratios) {
 const ratio = (a, b) => (b > 0 ? round(a / b, 1) : null)
 
 async function main() {
-  const api = await startFakeApiServer({ maxHistory: 200_000 })
+  if (REAL) return mainReal()
+  const api = fakeServer(await startFakeApiServer({ maxHistory: 200_000 }))
   const rows = []
   const ratios = []
   let provisioned = 0
   try {
     for (const nodes of SIZES) {
-      provision(api, provisioned, nodes)
+      await api.createAll(objectsOf(provisioned, nodes))
       provisioned = Math.max(provisioned, nodes)
       const byStrategy = {}
       for (const strategy of ['Watch', 'Cache']) {
@@ -324,6 +371,58 @@ async function main() {
   }
   const machine = `${os.cpus()[0]?.model?.trim()} (${os.cpus().length} cores), Node ${process.version}, ${process.platform}/${process.arch}, ${new Date().toISOString()}`
   await writeResult('api-load', { machine, pods: PODS, openFileLimit: openFileLimit(), churnPerNodePerMinute: CHURN, cacheBudgetRequestsPerSecond: CACHE_BUDGET, targets: TARGETS, rows, ratios }, markdown(rows, ratios))
+}
+
+/** The Watch fleets of each size on the fake and on the real API server, each on a fresh server. */
+async function mainReal() {
+  const { startRealApiServer } = await import('./real-api-server.js')
+  // A 1,000-node fleet on the real server once ended the run with an uncaught ECONNRESET ("socket hang up") from
+  // a client's socket; each such error is counted in its fleet's row instead of ending the run.
+  const uncaught = []
+  process.on('uncaughtException', (err) => uncaught.push(`${err.code ?? ''} ${err.message}`.trim()))
+  const rows = []
+  for (const nodes of SIZES) {
+    for (const server of ['fake', 'real']) {
+      const api = server === 'fake' ? fakeServer(await startFakeApiServer({ maxHistory: 200_000 })) : await startRealApiServer(Array.from({ length: nodes }, (_, i) => nodeName(i)))
+      if (api.skip) {
+        console.log(`api-load (real API server) skipped: ${api.skip}`)
+        return
+      }
+      if (server === 'real') Object.assign(api, { name: 'real', endsInProcess: 1 })
+      try {
+        const started = performance.now()
+        await api.createAll(objectsOf(0, nodes).filter(([, o]) => Number(/^bench-(\d+)-p(\d+)$/.exec(o.metadata.name)?.[2]) < podsPerNode(nodes, api.endsInProcess)))
+        console.log(`${server}: ${nodes} nodes provisioned in ${round((performance.now() - started) / 1000, 1)} s`)
+        const before = uncaught.length
+        const row = { ...(await runFleet(api, nodes, 'Watch')), uncaughtErrors: uncaught.slice(before) }
+        console.log(JSON.stringify(row))
+        rows.push(row)
+      } finally {
+        await api.close()
+      }
+    }
+  }
+  const machine = `${os.cpus()[0]?.model?.trim()} (${os.cpus().length} cores), Node ${process.version}, ${process.platform}/${process.arch}, ${new Date().toISOString()}`
+  await writeResult('api-load-real', { machine, pods: PODS, openFileLimit: openFileLimit(), churnPerNodePerMinute: CHURN, rows }, markdownReal(rows))
+}
+
+function markdownReal(rows) {
+  const usage = (u) =>
+    Object.entries(u ?? {})
+      .map(([proc, x]) => `${proc} ${x.cpuPercent}% / ${x.rssMiB} MiB`)
+      .join(', ')
+  return [
+    '## API load on the fake and on the real API server (`api-load.js`, `KUBEVOL_BENCH_API_SERVER=real`)',
+    '',
+    'Watch fleets of simulated nodes (the agent\'s API object reader each, with its node identity) against the fake API server and against kube-apiserver v1.32 with etcd, each fresh. Requests per node per minute (counted by the server: the fake\'s counters, the real one\'s audit log; plus the watch renewals from the timeouts on the wire), open watches, update latency, and the server\'s CPU (percent of one core over the window) and resident memory: the fake\'s is the bench\'s one process (server and clients), the real one\'s kube-apiserver and etcd. Method: bench/README.md.',
+    '',
+    '| nodes | objects/node | server | start | watches open | idle req/node/min | churn req/node/min | latency median | latency p99 | server CPU / RSS, idle | server CPU / RSS, churn |',
+    '| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |',
+    ...rows.map(
+      (r) =>
+        `| ${r.nodes} | ${r.objectsPerNode} | ${r.server} | ${r.setupSeconds} s | ${r.watchesOpen} | ${r.idle.perNodePerMinute} (${r.idle.counted} counted) | ${r.churn.perNodePerMinute} | ${r.latency.medianMs ?? '-'} ms | ${r.latency.p99Ms ?? '-'} ms | ${usage(r.usage.idle)} | ${usage(r.usage.churn)} |`,
+    ),
+  ].join('\n')
 }
 
 await main()
