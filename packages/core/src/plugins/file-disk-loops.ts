@@ -100,6 +100,25 @@ function createAttachRecords(context: VolumePluginContext, pluginDir: string): A
   }
 }
 
+/**
+ * Detaches the loop device of an attach that fails after it was made, and records so. When the
+ * detach fails too, the record still says "under way": the next attach adopts the idle device.
+ */
+async function undoAttach(
+  context: VolumePluginContext,
+  loops: LoopDevices,
+  writeRecord: AttachRecords['write'],
+  { image, device, cause }: { image: string; device: string; cause: unknown },
+): Promise<void> {
+  try {
+    await loops.detach(device)
+  } catch (err) {
+    context.logger.warn('Could not detach the loop device of a failed fileDisk attach', { image, device, err: String(err), cause: String(cause) })
+    return
+  }
+  await writeRecord({ image, state: 'detached' }).catch(() => undefined)
+}
+
 /** Loop device bookkeeping of the fileDisk plugin; records live in `<pluginDir>/loops`. */
 export function createFileDiskLoops(context: VolumePluginContext, options: { readonly driver: string; readonly pluginDir: string; readonly loops: () => LoopDevices }): FileDiskLoops {
   const { driver, loops } = options
@@ -137,16 +156,6 @@ export function createFileDiskLoops(context: VolumePluginContext, options: { rea
     return ours?.device
   }
 
-  async function undoAttach(image: string, device: string, cause: unknown): Promise<void> {
-    try {
-      await loops().detach(device)
-    } catch (err) {
-      context.logger.warn('Could not detach the loop device of a failed fileDisk attach', { image, device, err: String(err), cause: String(cause) })
-      return
-    }
-    await writeRecord({ image, state: 'detached' }).catch(() => undefined)
-  }
-
   return {
     find: own,
     async attach(image, use) {
@@ -171,7 +180,7 @@ export function createFileDiskLoops(context: VolumePluginContext, options: { rea
         // The step fails, so no one will detach what it attached: undone here. Nothing uses the
         // device yet. If the undo fails too, the record still says "under way", and the next
         // attach of the image adopts the idle device (or its detach removes it).
-        await undoAttach(image, device, err)
+        await undoAttach(context, loops(), writeRecord, { image, device, cause: err })
         throw err
       }
       return device
