@@ -251,6 +251,30 @@ describeWithControlPlane('TLS bootstrapping on the real control plane', () => {
     expect(await storedCert(host)).toMatch(/CN = system:node:b4-kubevol/)
   })
 
+  it('says in /readyz when its request cannot be read (a credential that may create requests but not list them)', async () => {
+    await cp.must('POST', '/api/v1/namespaces/kube-system/serviceaccounts', { metadata: { name: 'create-only' } })
+    await cp.must('POST', '/apis/rbac.authorization.k8s.io/v1/clusterroles', {
+      metadata: { name: 'csr-create-only' },
+      rules: [{ apiGroups: ['certificates.k8s.io'], resources: ['certificatesigningrequests'], verbs: ['create'] }],
+    })
+    for (const [name, role] of [['create-only', 'csr-create-only'], ['create-only-approve', 'system:certificates.k8s.io:certificatesigningrequests:nodeclient']]) {
+      await cp.must('POST', '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
+        metadata: { name },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role },
+        subjects: [{ kind: 'ServiceAccount', name: 'create-only', namespace: 'kube-system' }],
+      })
+    }
+    const agent = await start(createMemoryHost(), 'b7-kubevol', bootstrapKubeconfig('create-only', await cp.serviceAccountToken('kube-system', 'create-only')))
+    let said = ''
+    await until('readiness says the request cannot be read', async () =>
+      /^waiting for certificate signing request (csr-\w+) to be approved and signed \(cannot read certificate signing request \1: certificatesigningrequests\.certificates\.k8s\.io "\1" is forbidden: User "system:serviceaccount:kube-system:create-only" cannot list resource/.test(
+        (said = (await credentialsCheck(agent))?.message ?? ''),
+      ),
+    ).catch((err: Error) => {
+      throw new Error(`${err.message}; /readyz said: ${said}`)
+    })
+  })
+
   it('reports a denied request in /readyz and keeps the agent running', async () => {
     // A ServiceAccount that may create requests but whose requests nobody approves.
     await cp.must('POST', '/api/v1/namespaces/kube-system/serviceaccounts', { metadata: { name: 'unapproved' } })

@@ -58,7 +58,16 @@ export function requestOutcome(csr: V1CertificateSigningRequest, uid: string): {
  * Rejects with a {@link CertificateRequestError} when it is denied, failed or deleted, after
  * `timeoutMs`, or when `signal` aborts.
  */
-export async function waitForCertificate(kc: KubeConfig, request: { readonly name: string; readonly uid: string }, o: { readonly timeoutMs: number; readonly signal: AbortSignal }): Promise<string> {
+export async function waitForCertificate(
+  kc: KubeConfig,
+  request: { readonly name: string; readonly uid: string },
+  o: {
+    readonly timeoutMs: number
+    readonly signal: AbortSignal
+    /** Told why the request cannot be read for now (a 403, an unreachable server), and `undefined` once it can. */
+    readonly onReadProblem?: (message: string | undefined) => void
+  },
+): Promise<string> {
   const api = kc.makeApiClient(CertificatesV1Api)
   const watch = new Watch(kc)
   const fieldSelector = `metadata.name=${request.name}`
@@ -73,6 +82,7 @@ export async function waitForCertificate(kc: KubeConfig, request: { readonly nam
     let resourceVersion: string | undefined
     try {
       const list = await api.listCertificateSigningRequest({ fieldSelector })
+      o.onReadProblem?.(undefined)
       const csr = list.items[0]
       if (!csr) throw failed(`certificate signing request ${request.name} was deleted`)
       const certificate = settle(requestOutcome(csr, request.uid))
@@ -81,6 +91,7 @@ export async function waitForCertificate(kc: KubeConfig, request: { readonly nam
     } catch (err) {
       if (err instanceof CertificateRequestError) throw err
       // The API server is unreachable or refuses for now: look again shortly, as client-go does.
+      o.onReadProblem?.(`cannot read certificate signing request ${request.name}: ${apiErrorMessage(err)}`)
       await new Promise((resolve) => setTimeout(resolve, 1_000).unref())
       continue
     }

@@ -79,6 +79,8 @@ export class NodeCredentials {
   #pair: ClientPair | undefined
   #deadline: number | undefined
   #pending: string | undefined
+  /** Why the pending request cannot be read, while it cannot. */
+  #readProblem: string | undefined
   #lastError: string | undefined
   #requests = 0
   #stop = new AbortController()
@@ -182,7 +184,7 @@ export class NodeCredentials {
     if (this.current()) return undefined
     const expired = this.#pair ? `the client certificate expired at ${new Date(this.#pair.notAfter).toISOString()}; ` : ''
     if (this.#lastError !== undefined) return `${expired}no client certificate: ${this.#lastError}`
-    if (this.#pending !== undefined) return `${expired}waiting for certificate signing request ${this.#pending} to be approved and signed`
+    if (this.#pending !== undefined) return `${expired}waiting for certificate signing request ${this.#pending} to be approved and signed${this.#readProblem ? ` (${this.#readProblem})` : ''}`
     return `${expired}requesting a client certificate with the bootstrap kubeconfig`
   }
 
@@ -251,12 +253,20 @@ export class NodeCredentials {
       const request = await createCertificateRequest(kc, csrPem)
       this.#pending = request.name
       logger.info('Requested a client certificate', { csr: request.name, node: nodeName })
-      const certPem = await waitForCertificate(kc, request, { timeoutMs: this.#o.requestTimeoutMs ?? CERTIFICATE_WAIT_MS, signal })
+      const certPem = await waitForCertificate(kc, request, {
+        timeoutMs: this.#o.requestTimeoutMs ?? CERTIFICATE_WAIT_MS,
+        signal,
+        onReadProblem: (problem) => {
+          if (problem !== undefined && problem !== this.#readProblem) logger.warn('Cannot read the certificate signing request; looking again', { csr: request.name, err: problem })
+          this.#readProblem = problem
+        },
+      })
       const pair = await this.#store.update(certPem, keyPem)
       const old = this.#pair
       this.#pair = pair
       this.#deadline = undefined
       this.#pending = undefined
+      this.#readProblem = undefined
       this.#lastError = undefined
       logger.info(old ? 'Rotated the client certificate' : 'Got the client certificate', { csr: request.name, subject: pair.commonName, notAfter: new Date(pair.notAfter).toISOString(), path: this.#store.path })
       for (const waiter of this.#waiters.splice(0)) waiter.resolve(pair)
@@ -264,6 +274,7 @@ export class NodeCredentials {
     } catch (err) {
       if (signal.aborted) return false
       this.#pending = undefined
+      this.#readProblem = undefined
       this.#lastError = errorMessage(err)
       return false
     }
