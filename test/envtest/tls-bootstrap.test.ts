@@ -12,7 +12,7 @@
  */
 import { execFileSync } from 'node:child_process'
 import { X509Certificate } from 'node:crypto'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { type MemoryHost, createMemoryHost } from '@kubevol/adapter-mock'
@@ -152,6 +152,43 @@ describeWithControlPlane('TLS bootstrapping on the real control plane', () => {
     for (const path of ['/api/v1/pods', '/api/v1/secrets', '/api/v1/namespaces/default/configmaps/settings', '/api/v1/nodes']) {
       expect((await cp.request('GET', path, undefined, { as })).status, path).toBe(403)
     }
+  })
+
+  // The DaemonSet's case: the root on disk. The pair and the node kubeconfig are written beneath the root
+  // by the Linux host, and a restart reads the kubeconfig it wrote (no request).
+  const onDisk = process.getuid?.() === 0 && process.env.KUBEVOL_TEST_MOUNT_NAMESPACE === 'private'
+  it.skipIf(!onDisk && process.env.CI !== 'true')('keeps its pair and kubeconfig on disk beneath the root (Linux host) and restarts from them', async () => {
+    const { createLinuxHost } = await import('@kubevol/adapter-linux')
+    const rootDir = join(dir, 'disk-root')
+    const bootstrap = bootstrapKubeconfig('disk', await cp.serviceAccountToken('kube-system', 'kubevol'))
+    const run = async () => {
+      const host = createLinuxHost({ callTimeoutMs: 20_000 })
+      const agent = await startAgent(
+        { mode: 'api', nodeName: 'b8-kubevol', bootstrapKubeconfig: bootstrap, rotateCertificates: false, rootDir, port: 0, watchRetryMs: 50, statsPeriodMs: 0, shutdownGraceMs: 1_000, pluginRegistration: false },
+        { host, log: { silent: process.env.KUBEVOL_ENVTEST_VERBOSE !== '1' } },
+      )
+      return { agent, close: async () => { await agent.stop(); host.close() } }
+    }
+    const first = await run()
+    try {
+      await until('the certificate issued', async () => (await credentialsCheck(first.agent))?.ok === true, 60_000)
+    } finally {
+      await first.close()
+    }
+    const pem = join(rootDir, 'pki', 'kubelet-client-current.pem')
+    expect(statSync(pem).mode & 0o777).toBe(0o600)
+    expect(statSync(join(rootDir, 'kubeconfig')).mode & 0o777).toBe(0o600)
+    expect(readFileSync(join(rootDir, 'kubeconfig'), 'utf8')).toContain(`client-certificate: ${pem}`)
+    const requests = (await csrs(saUser)).length
+    const again = await run()
+    try {
+      expect(await credentialsCheck(again.agent)).toEqual({ name: 'node-credentials', ok: true })
+      await until('the Node registered', async () => (await cp.request('GET', '/api/v1/nodes/b8-kubevol')).status === 200, 30_000)
+      expect((await csrs(saUser)).length).toBe(requests)
+    } finally {
+      await again.close()
+    }
+    expect(answers(cp, 'system:node:b8-kubevol', 403)).toEqual([])
   })
 
   it("runs with the DaemonSet's arguments and its bootstrap kubeconfig mount, as deploy/README.md patches them", async () => {
