@@ -1,7 +1,7 @@
 // Pods come and go: a real volume manager on an in-memory host, told as a story.
 // Run it with `npm start` (builds first) or `node examples/pods-come-and-go.js`.
-import { createVolumeManager } from '@kubevol/core'
-import { buildPod, createFakePlugin, createMemoryObjectReader, createMemoryPodSource } from '@kubevol/core/testing'
+import { createMemoryObjectReader, createMemoryPodSource, createVolumeManager } from '@kubevol/core'
+import { buildPod, createFakePlugin } from '@kubevol/core/testing'
 import { createMemoryHost } from '@kubevol/adapter-mock'
 
 const ROOT = '/var/lib/kubevol' // on the in-memory host: nothing touches the real disk

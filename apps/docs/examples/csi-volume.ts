@@ -1,9 +1,9 @@
 // CSI: the kubernetes.io/csi plugin speaks to a registered driver's node service. Here the driver is
 // the in-memory one from @kubevol/core/testing; on a node it is a gRPC client on the driver's socket.
 import { createMemoryHost } from '@kubevol/adapter-mock'
-import { createVolumeManager } from '@kubevol/core'
+import { createMemoryObjectReader, createMemoryPodSource, createVolumeManager } from '@kubevol/core'
 import { createCsiDriverRegistry, createCsiPlugin } from '@kubevol/core/plugins'
-import { buildPod, createMemoryCsiDriver, createMemoryObjectReader, createMemoryPodSource } from '@kubevol/core/testing'
+import { buildPod, createMemoryCsiDriver } from '@kubevol/core/testing'
 
 export async function run() {
   const host = createMemoryHost()

@@ -1,8 +1,8 @@
 // A first pod: a real volume manager on the in-memory host, with the built-in plugins.
 import { createMemoryHost } from '@kubevol/adapter-mock'
-import { createVolumeManager, uniquePodName } from '@kubevol/core'
+import { createMemoryObjectReader, createMemoryPodSource, createVolumeManager, uniquePodName } from '@kubevol/core'
 import { createBuiltinPlugins } from '@kubevol/core/plugins'
-import { buildPod, createMemoryObjectReader, createMemoryPodSource } from '@kubevol/core/testing'
+import { buildPod } from '@kubevol/core/testing'
 
 export async function run() {
   const host = createMemoryHost() // a file tree and a mount table in memory: nothing real is touched

@@ -1,9 +1,9 @@
 // A volume plugin of your own: `greeting` volumes get a file with a message, on a tmpfs of their own.
 // A plugin holds one volume type's logic and touches the machine only through the Host it is given.
 import { createMemoryHost } from '@kubevol/adapter-mock'
-import { type Host, type Paths, type VolumePlugin, type VolumeSpec, createVolumeManager, uniquePodName } from '@kubevol/core'
+import { type Host, type Paths, type VolumePlugin, type VolumeSpec, createMemoryObjectReader, createMemoryPodSource, createVolumeManager, uniquePodName } from '@kubevol/core'
 import { joinPath } from '@kubevol/core/host'
-import { buildPod, createMemoryObjectReader, createMemoryPodSource } from '@kubevol/core/testing'
+import { buildPod } from '@kubevol/core/testing'
 
 interface GreetingSource {
   readonly message?: string
