@@ -10,8 +10,12 @@ import * as vega from 'vega'
 import { compile } from 'vega-lite'
 
 const REPO = 'https://github.com/kubevol/kubevol/blob/main'
-/** The whole chart's width, labels included (autosize fit): the page shows it at most this wide. */
-const WIDTH = 720
+/**
+ * The whole chart's width, labels included (autosize fit). The page shows a chart at this size, never
+ * scaled down (on a narrow screen it scrolls inside its own box), so a label keeps its size: 600 fits the
+ * text column at a desktop width, and no text is under 11 px.
+ */
+const WIDTH = 600
 
 /** A benchmark's results file, parsed, with its name for citations. */
 function load(benchDir, name) {
@@ -46,7 +50,14 @@ async function render(spec, title, figures) {
     background: 'white',
     padding: 8,
     // No canvas in Node: vega estimates text widths, generously, so label limits are raised.
-    config: { font: 'sans-serif', view: { stroke: null }, title: { anchor: 'start', fontSize: 14 }, axis: { labelLimit: 400 }, legend: { labelLimit: 400, orient: 'bottom' } },
+    config: {
+      font: 'sans-serif',
+      view: { stroke: null },
+      title: { anchor: 'start', fontSize: 15, subtitleFontSize: 12 },
+      axis: { labelLimit: 600, labelFontSize: 11, titleFontSize: 12 },
+      legend: { labelLimit: 600, orient: 'bottom', direction: 'vertical', labelFontSize: 11, titleFontSize: 12 },
+      text: { fontSize: 11 },
+    },
     ...spec,
   }, { logger: quiet })
   const view = new vega.View(vega.parse(vg), { renderer: 'none', logLevel: vega.Error })
@@ -66,27 +77,28 @@ const barsWithLabels = (x, y, extra = {}) => ({
 
 async function podStartup(r) {
   const kind = (mode) => (mode === 'event' ? 'kubevol, event-driven' : "the kubelet's timing (pollingCompat)")
+  // The chart's rows, short enough to leave the plot its width; the table gives the long names.
+  const short = (mode) => (mode === 'event' ? 'event-driven' : "kubelet's timing")
   const rows = []
   const figures = []
   r.json.results.forEach((row, i) => {
     for (const stat of ['median', 'p90', 'p99']) {
       const ms = row[`${stat}Ms`]
-      rows.push({ row: `${row.variant} · ${kind(row.mode)}`, stat, ms, label: `${fmt(ms)} ms` })
+      rows.push({ row: `${row.variant} · ${short(row.mode)}`, stat, ms, label: `${fmt(ms)} ms` })
       figures.push([`${r.file} results[${i}].${stat}Ms (${row.variant}, ${row.mode})`, ms])
     }
   })
   const c = r.json.config
   const title = `Pod to mounted: a pod with ${c.volumesPerPod} volumes on a node with ${fmt(c.nodePods, 0)} pods`
-  const ranges = r.json.results.map((row) => ({ row: `${row.variant} · ${kind(row.mode)}`, from: row.medianMs, to: row.p99Ms, label: `median ${fmt(row.medianMs)} ms, p99 ${fmt(row.p99Ms)} ms` }))
+  const ranges = r.json.results.map((row) => ({ row: `${row.variant} · ${short(row.mode)}`, from: row.medianMs, to: row.p99Ms }))
   const y = { field: 'row', type: 'nominal', title: null, sort: null }
   const svg = await render(
     {
-      title: { text: title, subtitle: 'ms from the pod added to waitForAttachAndMount resolving: median, p90, p99' },
+      title: { text: title, subtitle: ['ms from the pod added to waitForAttachAndMount resolving:', 'median, p90, p99'] },
       height: { step: 44 },
       layer: [
-        { data: { values: ranges }, mark: { type: 'rule', color: '#999', strokeWidth: 2 }, encoding: { x: { field: 'from', type: 'quantitative', scale: { type: 'log', domain: [0.1, 100000] }, axis: { values: [0.1, 1, 10, 100, 1000, 10000] }, title: 'ms (log scale)' }, x2: { field: 'to' }, y } },
+        { data: { values: ranges }, mark: { type: 'rule', color: '#999', strokeWidth: 2 }, encoding: { x: { field: 'from', type: 'quantitative', scale: { type: 'log', domain: [0.1, 1000] }, axis: { values: [0.1, 1, 10, 100, 1000] }, title: 'ms (log scale); the figures are in the table' }, x2: { field: 'to' }, y } },
         { data: { values: rows }, mark: { type: 'point', filled: true, size: 90, opacity: 1 }, encoding: { x: { field: 'ms', type: 'quantitative' }, y, color: { field: 'stat', title: 'percentile', sort: ['median', 'p90', 'p99'], scale: { range: ['#1f4e8c', '#5b8fd0', '#c0504d'] } } } },
-        { data: { values: ranges }, mark: { type: 'text', align: 'left', dx: 10 }, encoding: { x: { field: 'to', type: 'quantitative' }, y, text: { field: 'label' } } },
       ],
     },
     title,
@@ -109,13 +121,14 @@ async function idleCpu(r) {
   const target = r.json.targets.idleCpuPercent
   const svg = await render(
     {
-      title: { text: title, subtitle: `CPU over ${fmt(idle[0].wallSeconds, 0)} s of a node doing nothing; the dashed rule is the target (< ${target} %)` },
+      title: { text: title, subtitle: [`CPU over ${fmt(idle[0].wallSeconds, 0)} s of a node doing nothing;`, `the dashed rule is the target (< ${target} %)`] },
       height: { step: 34 },
       layer: [
         ...barsWithLabels(
           { field: 'pct', type: 'quantitative', title: '% of one core', scale: { domain: [0, 12] } },
-          { field: 'row', type: 'nominal', title: null, sort: null, axis: { labelLimit: 300 } },
-          { color: { field: 'mode', title: null, scale: { range: ['#3c6fb4', '#c0504d'] } } },
+          { field: 'row', type: 'nominal', title: null, sort: null, axis: { labelLimit: 600 } },
+          // The rows name the timing: no legend to repeat it.
+          { color: { field: 'mode', title: null, legend: null, scale: { range: ['#3c6fb4', '#c0504d'] } } },
         ).layer.map((l) => ({ ...l, data: { values: rows } })),
         { data: { values: [{ target }] }, mark: { type: 'rule', strokeDash: [4, 3], color: '#444' }, encoding: { x: { field: 'target', type: 'quantitative' } } },
       ],
@@ -137,10 +150,10 @@ async function converge(r) {
   const title = `Converging ${fmt(r.json.converge[0].volumes, 0)} volumes from empty, seconds`
   const svg = await render(
     {
-      title: { text: title, subtitle: `every pod added at once to an empty node; the dashed rule is the target (< ${target} s, scratch mix)` },
+      title: { text: title, subtitle: ['every pod added at once to an empty node;', `the dashed rule is the target (< ${target} s, scratch mix)`] },
       height: { step: 40 },
       layer: [
-        ...barsWithLabels({ field: 's', type: 'quantitative', title: 'seconds', scale: { domain: [0, 22] } }, { field: 'row', type: 'nominal', title: null, sort: null, axis: { labelLimit: 300 } }).layer.map((l) => ({ ...l, data: { values: rows } })),
+        ...barsWithLabels({ field: 's', type: 'quantitative', title: 'seconds', scale: { domain: [0, 22] } }, { field: 'row', type: 'nominal', title: null, sort: null, axis: { labelLimit: 600 } }).layer.map((l) => ({ ...l, data: { values: rows } })),
         { data: { values: [{ target }] }, mark: { type: 'rule', strokeDash: [4, 3], color: '#444' }, encoding: { x: { field: 'target', type: 'quantitative' } } },
       ],
     },
@@ -166,7 +179,7 @@ async function linuxHost(r) {
   const title = '1,000 emptyDir (Memory) + 1,000 hostPath mounted and unmounted on Linux, seconds'
   const svg = await render(
     {
-      title: { text: '1,000 emptyDir + 1,000 hostPath mounted and unmounted on Linux, s', subtitle: 'real kernel, private mount namespace; the dots are the runs behind each median' },
+      title: { text: ['1,000 emptyDir + 1,000 hostPath mounted and unmounted', 'on Linux, s'], subtitle: ['real kernel, private mount namespace;', 'the dots are the runs behind each median'] },
       height: { step: 40 },
       layer: [
         ...barsWithLabels({ field: 's', type: 'quantitative', title: 'seconds', scale: { domain: [0, 0.8] } }, { field: 'row', type: 'nominal', title: null, sort: null }, { labelX: { field: 'lx', type: 'quantitative' } }).layer.map((l) => ({ ...l, data: { values: rows } })),
@@ -195,43 +208,38 @@ async function linuxHost(r) {
 
 async function csi(r) {
   const j = r.json
-  const perRound = (ms) => ms / j.rounds
+  // Medians and p99s, as the table beside it gives them: a mean of the rounds would hide their spread.
   const rows = [
-    { row: 'the four calls, made directly', part: "the driver's gRPC calls", ms: perRound(j.raw.totalMs) },
-    { row: 'through kubevol', part: "the driver's gRPC calls", ms: perRound(j.driverMs) },
-    { row: 'through kubevol', part: "kubevol's part", ms: perRound(j.kubevolMs) },
+    { row: 'the four calls, made directly', ms: j.raw.medianMs, p99: j.raw.p99Ms, label: `${fmt(j.raw.medianMs)} ms (p99 ${fmt(j.raw.p99Ms)})` },
+    { row: 'through kubevol', ms: j.managed.medianMs, p99: j.managed.p99Ms, label: `${fmt(j.managed.medianMs)} ms (p99 ${fmt(j.managed.p99Ms)})` },
   ]
-  const totals = [
-    { row: rows[0].row, ms: perRound(j.raw.totalMs), label: `${fmt(perRound(j.raw.totalMs))} ms` },
-    { row: 'through kubevol', ms: perRound(j.managed.totalMs), label: `${fmt(perRound(j.managed.totalMs))} ms (kubevol ${fmt(perRound(j.kubevolMs))} ms, ${fmt(j.share * 100, 1)} %)` },
-  ]
-  const title = `A CSI volume's round trip (NodeStage, NodePublish, NodeUnpublish, NodeUnstage), mean of ${j.rounds}, ms`
+  const title = `A CSI volume's round trip (NodeStage, NodePublish, NodeUnpublish, NodeUnstage), median and p99 of ${j.rounds}, ms`
+  const y = { field: 'row', type: 'nominal', title: null, sort: null, axis: { labelLimit: 600 } }
   const svg = await render(
     {
-      title: { text: `A CSI volume's round trip, mean of ${j.rounds}, ms`, subtitle: 'NodeStage, NodePublish, NodeUnpublish, NodeUnstage; the hostpath driver in its own process over gRPC' },
+      title: { text: `A CSI volume's round trip, median of ${j.rounds}, ms`, subtitle: ['NodeStage, NodePublish, NodeUnpublish, NodeUnstage; the hostpath', 'driver in its own process over gRPC; the rule reaches the p99'] },
       height: { step: 50 },
       layer: [
+        { data: { values: rows }, mark: { type: 'rule', color: '#999', strokeWidth: 2 }, encoding: { x: { field: 'ms', type: 'quantitative' }, x2: { field: 'p99' }, y } },
         {
           data: { values: rows },
           mark: { type: 'bar', height: { band: 0.7 } },
           encoding: {
-            x: { field: 'ms', type: 'quantitative', stack: 'zero', title: 'ms per round trip', scale: { domain: [0, 30] } },
-            y: { field: 'row', type: 'nominal', title: null, sort: null, axis: { labelLimit: 300 } },
-            color: { field: 'part', title: null, scale: { domain: ["the driver's gRPC calls", "kubevol's part"], range: ['#9aa5b1', '#3c6fb4'] } },
-            order: { field: 'part', sort: 'descending' },
+            x: { field: 'ms', type: 'quantitative', title: 'ms per round trip', scale: { domain: [0, 140] } },
+            y,
+            color: { field: 'row', title: null, legend: null, scale: { range: ['#9aa5b1', '#3c6fb4'] } },
           },
         },
-        { data: { values: totals }, mark: { type: 'text', align: 'left', dx: 4 }, encoding: { x: { field: 'ms', type: 'quantitative' }, y: { field: 'row', type: 'nominal', sort: null }, text: { field: 'label' } } },
+        { data: { values: rows }, mark: { type: 'text', align: 'left', dx: 4 }, encoding: { x: { field: 'p99', type: 'quantitative' }, y, text: { field: 'label' } } },
       ],
     },
     title,
     [
       [`${r.file} rounds`, j.rounds],
-      [`${r.file} raw.totalMs`, j.raw.totalMs],
-      [`${r.file} managed.totalMs`, j.managed.totalMs],
-      [`${r.file} driverMs`, j.driverMs],
-      [`${r.file} kubevolMs`, j.kubevolMs],
-      [`${r.file} share`, j.share],
+      [`${r.file} raw.medianMs`, j.raw.medianMs],
+      [`${r.file} raw.p99Ms`, j.raw.p99Ms],
+      [`${r.file} managed.medianMs`, j.managed.medianMs],
+      [`${r.file} managed.p99Ms`, j.managed.p99Ms],
     ],
   )
   const table = [
@@ -240,6 +248,7 @@ async function csi(r) {
     `| round trip through kubevol, median (p99) | ${fmt(j.managed.medianMs)} ms (${fmt(j.managed.p99Ms)} ms) |`,
     `| the same four calls made directly, median (p99) | ${fmt(j.raw.medianMs)} ms (${fmt(j.raw.p99Ms)} ms) |`,
     `| kubevol / direct (medians) | ${fmt(j.ratio)}× |`,
+    `| kubevol's part of a round trip, median | ${fmt(j.kubevolPerRound.medianMs)} ms |`,
     `| kubevol's share of all round-trip time | ${fmt(j.share * 100, 1)} % |`,
   ]
   return { svg, table, machine: machineOf(r) }

@@ -38,7 +38,11 @@ describe('the pages drawn from recorded results', () => {
     for (const [i, row] of scale.idle.entries()) expect(desc(chart('idle-cpu'))).toMatch(new RegExp(`idle\\[${i}\\]\\.cpuPercent \\([^)]*, ${row.volumes} volumes\\) = ${row.cpuPercent}`))
     for (const row of scale.converge) expect(desc(chart('converge'))).toContain(`= ${row.seconds}`)
     expect(desc(chart('linux-host'))).toContain(`bench/results/linux-host.json managed.total = ${bench('linux-host').managed.total}`)
-    expect(desc(chart('csi'))).toContain(`bench/results/csi.json kubevolMs = ${bench('csi').kubevolMs}`)
+    // Medians and p99s, as the table beside it: never a mean of the rounds.
+    expect(desc(chart('csi'))).toContain(`bench/results/csi.json managed.medianMs = ${bench('csi').managed.medianMs}`)
+    expect(desc(chart('csi'))).toContain(`bench/results/csi.json raw.p99Ms = ${bench('csi').raw.p99Ms}`)
+    expect(desc(chart('csi'))).not.toMatch(/totalMs|kubevolMs/)
+    expect(chart('csi')).toMatch(/<title>[^<]*median and p99 of \d+/)
   })
 
   it('says on the measured page which machine each figure comes from', () => {
