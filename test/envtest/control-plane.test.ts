@@ -4,7 +4,10 @@
  * data, and stop() leaves no process behind.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest'
-import { type ControlPlane, describeWithControlPlane, startControlPlane } from './control-plane.js'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { type ControlPlane, describeWithControlPlane, envtestAssets, startControlPlane } from './control-plane.js'
 
 describeWithControlPlane('the envtest control plane', () => {
   let cp: ControlPlane
@@ -45,6 +48,19 @@ describeWithControlPlane('the envtest control plane', () => {
     await cp.restartApiServer()
     expect(cp.apiServerPid).not.toBe(before)
     expect((await cp.must<{ data: Record<string, string> }>('GET', '/api/v1/namespaces/default/configmaps/survives')).data).toEqual({ a: '1' })
+  })
+
+  it('reads its binaries from KUBEVOL_ENVTEST_ASSETS, and names the ones a directory lacks', () => {
+    const dir = process.env.KUBEVOL_ENVTEST_ASSETS
+    expect(envtestAssets()).toEqual({ dir })
+    const empty = mkdtempSync(join(tmpdir(), 'kubevol-envtest-empty-'))
+    try {
+      process.env.KUBEVOL_ENVTEST_ASSETS = empty
+      expect(envtestAssets().skip).toBe(`KUBEVOL_ENVTEST_ASSETS=${empty} lacks etcd, kube-apiserver, kube-controller-manager`)
+    } finally {
+      process.env.KUBEVOL_ENVTEST_ASSETS = dir
+      rmSync(empty, { recursive: true })
+    }
   })
 
   it('stops every process it started', async () => {

@@ -100,7 +100,7 @@ export interface ControlPlaneOptions {
  * kube-api-access volume and it can mount), PV/PVC binding and the attach/detach controller,
  * CertificateSigningRequest approval and signing, and the garbage collector (owner references).
  */
-export const DEFAULT_CONTROLLERS: readonly string[] = [
+const DEFAULT_CONTROLLERS: readonly string[] = [
   'serviceaccount-controller',
   'root-ca-certificate-publisher-controller',
   'persistentvolume-binder-controller',
@@ -124,7 +124,7 @@ export interface AuditEvent {
 }
 
 /** A plain HTTP answer of {@link ControlPlane.request}. */
-export interface ApiResponse<T = Record<string, unknown>> {
+interface ApiResponse<T = Record<string, unknown>> {
   readonly status: number
   readonly body: T
 }
