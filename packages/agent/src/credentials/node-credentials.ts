@@ -182,10 +182,13 @@ export class NodeCredentials {
   /** Why the node has no usable certificate, or `undefined` when it has one. */
   check(): string | undefined {
     if (this.current()) return undefined
-    const expired = this.#pair ? `the client certificate expired at ${new Date(this.#pair.notAfter).toISOString()}; ` : ''
-    if (this.#lastError !== undefined) return `${expired}no client certificate: ${this.#lastError}`
-    if (this.#pending !== undefined) return `${expired}waiting for certificate signing request ${this.#pending} to be approved and signed${this.#readProblem ? ` (${this.#readProblem})` : ''}`
-    return `${expired}requesting a client certificate with the bootstrap kubeconfig`
+    // The last failure stays in front while the next request waits: it is why there is no certificate yet.
+    const parts = [
+      ...(this.#pair ? [`the client certificate expired at ${new Date(this.#pair.notAfter).toISOString()}`] : []),
+      ...(this.#lastError !== undefined ? [`no client certificate: ${this.#lastError}`] : []),
+      ...(this.#pending !== undefined ? [`waiting for certificate signing request ${this.#pending} to be approved and signed${this.#readProblem ? ` (${this.#readProblem})` : ''}`] : []),
+    ]
+    return parts.length > 0 ? parts.join('; ') : 'requesting a client certificate with the bootstrap kubeconfig'
   }
 
   status(): NodeCredentialsStatus {
