@@ -121,4 +121,42 @@ describeWithControlPlane('the fake API server and the real one, on the same requ
     const [real, faked] = [await sendReal(method, path, body, who, contentType), await sendFake(method, path, body, who, contentType)]
     expect(faked).toEqual(real)
   })
+
+  /** A request's whole JSON body as the administrator, from either server. */
+  const bodies = async (method: string, path: string, body?: unknown, contentType?: string) => {
+    const real = await cp.request<Record<string, unknown>>(method, path, body, contentType ? { contentType } : {})
+    const res = await fetch(`${fake.url}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${fake.adminToken}`, ...(body !== undefined ? { 'content-type': contentType ?? 'application/json' } : {}) },
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    })
+    return { real: { status: real.status, body: real.body }, fake: { status: res.status, body: (await res.json()) as Record<string, unknown> } }
+  }
+
+  it('answers a list, a stale patch and a graceful pod deletion in the same shapes', async () => {
+    // A list: its kind, a resourceVersion, items without kind or apiVersion.
+    const shape = (b: Record<string, unknown>) => {
+      const items = b.items as Record<string, unknown>[]
+      return { kind: b.kind, apiVersion: b.apiVersion, hasRV: typeof (b.metadata as { resourceVersion?: unknown }).resourceVersion === 'string', itemKinds: items.map((i) => i.kind ?? null) }
+    }
+    const list = await bodies('GET', '/api/v1/namespaces/default/configmaps?fieldSelector=metadata.name%3Dmine-cfg')
+    expect(shape(list.fake.body)).toEqual(shape(list.real.body))
+    expect(shape(list.real.body)).toEqual({ kind: 'ConfigMapList', apiVersion: 'v1', hasRV: true, itemKinds: [null] })
+
+    // A merge patch that carries an old resourceVersion: 409 Conflict, with the same message.
+    const patch = { metadata: { resourceVersion: '1' }, data: { a: '3' } }
+    const stale = await bodies('PATCH', '/api/v1/namespaces/default/configmaps/mine-cfg', patch, 'application/merge-patch+json')
+    const status = (x: { status: number; body: Record<string, unknown> }) => ({ status: x.status, reason: x.body.reason, message: x.body.message })
+    expect(status(stale.fake)).toEqual(status(stale.real))
+    expect(stale.real.status).toBe(409)
+
+    // A pod bound to a node, deleted with a grace period: it stays, marked, with the grace period asked.
+    const deleted = await bodies('DELETE', '/api/v1/namespaces/default/pods/theirs', { gracePeriodSeconds: 30 })
+    const marked = (x: { status: number; body: Record<string, unknown> }) => {
+      const m = x.body.metadata as { deletionTimestamp?: string; deletionGracePeriodSeconds?: number }
+      return { status: x.status, kind: x.body.kind, marked: typeof m.deletionTimestamp === 'string', grace: m.deletionGracePeriodSeconds }
+    }
+    expect(marked(deleted.fake)).toEqual(marked(deleted.real))
+    expect(marked(deleted.real)).toEqual({ status: 200, kind: 'Pod', marked: true, grace: 30 })
+  })
 })
