@@ -230,6 +230,7 @@ describeWithControlPlane('the deploy bundle as shipped, on the real control plan
       "change another Node's status": ['PATCH', `/api/v1/nodes/${OTHER}/status?dryRun=All`, { status: { volumesInUse: [] } }, merge],
       "request a token for its pod's ServiceAccount": ['POST', '/api/v1/namespaces/default/serviceaccounts/mine-sa/token', await tokenFor('mine')],
       "request a token for another node's pod's ServiceAccount": ['POST', '/api/v1/namespaces/default/serviceaccounts/theirs-sa/token', await tokenFor('theirs')],
+      'request a token bound to no pod': ['POST', '/api/v1/namespaces/default/serviceaccounts/mine-sa/token', { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: {} }],
       'create a pod': ['POST', '/api/v1/namespaces/default/pods?dryRun=All', podObject('new', NODE, [], { automount: false })],
     }
     const identities = {
@@ -241,7 +242,7 @@ describeWithControlPlane('the deploy bundle as shipped, on the real control plan
       measured[row] = {}
       for (const [identity, as] of Object.entries(identities)) {
         const res = await cp.request(method, path, body, { as, ...(contentType ? { contentType } : {}) })
-        if (res.status !== 403 && (res.status < 200 || res.status >= 300)) throw new Error(`${row} as ${identity}: HTTP ${res.status}: ${JSON.stringify(res.body).slice(0, 300)}`)
+        if (res.status !== 403 && (res.status < 200 || res.status >= 300)) throw new Error(`${row} as ${identity}: HTTP ${res.status}: ${JSON.stringify(res.body).slice(0, 1000)}`)
         ;(measured[row] as Record<string, string>)[identity] = res.status === 403 ? 'no' : 'yes'
       }
     }
