@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitepress'
+import { LICENSE_LINE, REPOSITORY } from './site.js'
 import { sidebar } from './sidebar.js'
 
 // Everything the site needs is in the repository: no fonts, scripts or images from elsewhere.
@@ -20,6 +21,10 @@ export default defineConfig({
       { text: 'Playground', link: '/playground' },
     ],
     sidebar,
+    // The repository, in the nav bar of every page; the license in every page's footer (SiteFooter.vue on the
+    // pages with a sidebar, where VitePress shows no footer of its own).
+    socialLinks: [{ icon: 'github', link: REPOSITORY, ariaLabel: 'kubevol on GitHub' }],
+    footer: { message: LICENSE_LINE, copyright: `Source: <a href="${REPOSITORY}">${REPOSITORY.replace('https://', '')}</a>` },
     search: { provider: 'local' },
     outline: { level: [2, 3] },
   },

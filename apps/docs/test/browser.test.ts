@@ -122,6 +122,65 @@ suite('the docs site in Chromium', () => {
     return page
   }
 
+  /**
+   * What sticks out of the text column: a block of the page's content whose box passes the column's
+   * edge, or a code block hiding part of a line past it. At a phone width VitePress draws code blocks
+   * from one screen edge to the other, by design: they may reach the screen's edges, no further.
+   */
+  async function outsideTheColumn(page: Page): Promise<string[]> {
+    return page.evaluate(() => {
+      const doc = document.querySelector('.vp-doc')
+      if (!doc) return []
+      const column = doc.getBoundingClientRect()
+      const screen = document.documentElement.clientWidth
+      const found: string[] = []
+      const name = (el: Element) => `${el.tagName.toLowerCase()}${el.className && typeof el.className === 'string' ? `.${el.className.split(' ')[0]}` : ''}`
+      for (const el of Array.from(doc.children)) {
+        const box = el.getBoundingClientRect()
+        if (box.width === 0) continue
+        const codeBlock = /\blanguage-/.test(String(el.className))
+        const [left, right] = codeBlock && screen < 640 ? [0, screen] : [column.left, column.right]
+        if (box.left < left - 1 || box.right > right + 1) found.push(`${name(el)} spans ${Math.round(box.left)}–${Math.round(box.right)} px, the column ${Math.round(left)}–${Math.round(right)}`)
+      }
+      for (const pre of Array.from(doc.querySelectorAll('pre'))) {
+        if (pre.scrollWidth > pre.clientWidth + 1) found.push(`a code block hides ${pre.scrollWidth - pre.clientWidth} px of its lines: "${(pre.textContent ?? '').slice(0, 40)}…"`)
+      }
+      return found
+    })
+  }
+
+  /**
+   * Each chart's text as the reader sees it: its size on the screen (the SVG's font size times the
+   * scale it is drawn at), whether it is cut off at the chart's edge, and whether it was shortened
+   * with an ellipsis. The SVG is drawn inline at the size the page shows the image.
+   */
+  async function chartText(page: Page): Promise<{ chart: string; text: string; px: number; clipped: boolean }[]> {
+    return page.evaluate(async () => {
+      const found: { chart: string; text: string; px: number; clipped: boolean }[] = []
+      for (const img of Array.from(document.querySelectorAll<HTMLImageElement>('img[data-chart]'))) {
+        const svgText = await (await fetch(img.src)).text()
+        const holder = document.createElement('div')
+        holder.style.cssText = `position:absolute;left:0;top:0;width:${img.getBoundingClientRect().width}px`
+        holder.innerHTML = svgText
+        document.body.append(holder)
+        const svg = holder.querySelector('svg') as SVGSVGElement
+        svg.style.width = '100%'
+        svg.style.height = 'auto'
+        const box = svg.getBoundingClientRect()
+        for (const t of Array.from(svg.querySelectorAll('text'))) {
+          const text = t.textContent ?? ''
+          if (!text.trim()) continue
+          const b = t.getBoundingClientRect()
+          const px = parseFloat(getComputedStyle(t).fontSize) * (t.getScreenCTM()?.a ?? 1)
+          const clipped = b.left < box.left - 1 || b.right > box.right + 1 || b.top < box.top - 1 || b.bottom > box.bottom + 1 || text.endsWith('…')
+          found.push({ chart: img.dataset.chart ?? '', text, px: Math.round(px * 10) / 10, clipped })
+        }
+        holder.remove()
+      }
+      return found
+    })
+  }
+
   const shot = (page: Page, name: string, fullPage = true) => page.screenshot({ path: join(ARTIFACTS, `${name}.png`), fullPage })
 
   const VIEWPORTS = [
@@ -144,6 +203,7 @@ suite('the docs site in Chromium', () => {
       // Wide content (a table, a diagram, the timeline) scrolls inside itself, never the page.
       const scrollWidth = await page.evaluate(() => document.documentElement.scrollWidth)
       if (scrollWidth > viewport.width) wide.push(`${path} is ${scrollWidth} px wide`)
+      for (const problem of await outsideTheColumn(page)) wide.push(`${path}: ${problem}`)
       const started = Date.now()
       await shot(page, `page${path === '/' ? '-home' : path.replace(/\//g, '-')}-${viewport.name}`, false)
       timings.push(`${path} ${Date.now() - started} ms`)
@@ -232,6 +292,13 @@ suite('the docs site in Chromium', () => {
     await page.locator('[data-testid="hero-live"][data-phase="mounted"]').waitFor({ timeout: 20_000 })
     await expect.poll(() => live.locator('[data-testid="hero-mounted"][data-state="mounted"]').count()).toBe(3)
     expect(await page.getByTestId('hero-operations').textContent()).toMatch(/volume_mount web-1\//)
+    // Each operation once: its end replaces its start, so nothing shows running beside its own "done".
+    for (let i = 0; i < 10; i++) {
+      const lines = await page.getByTestId('hero-operations').locator('div').allTextContents()
+      const ops = lines.map((l) => l.slice(2).replace(/ (in|after) \d+ ms[\s\S]*$/, ''))
+      expect(new Set(ops).size, lines.join('\n')).toBe(ops.length)
+      await page.waitForTimeout(300)
+    }
     await shot(page, 'home-live-mounted', false)
     await page.setViewportSize({ width: 390, height: 844 })
     await shot(page, 'home-live-phone', true)
@@ -241,15 +308,55 @@ suite('the docs site in Chromium', () => {
     expect(problems).toEqual([])
   })
 
-  it.each(['/concepts/measured', '/concepts/never-does'])('shows %s at a phone width, charts and tables inside the screen', async (path) => {
-    const page = await open(path)
-    await page.setViewportSize({ width: 390, height: 844 })
+  it.each(VIEWPORTS)('shows the charts at a $name width with every label 10 px or more, none cut off, each inside the screen', async (viewport) => {
+    const page = await open('/concepts/measured', viewport)
     await page.waitForLoadState('networkidle')
-    const charts = await page.$$eval('img[data-chart]', (imgs) => imgs.map((i) => ({ loaded: (i as HTMLImageElement).naturalWidth > 0, right: i.getBoundingClientRect().right })))
-    for (const chart of charts) expect(chart.loaded && chart.right <= 390).toBe(true)
-    expect(charts).toHaveLength(path === '/concepts/measured' ? 5 : 0)
-    await shot(page, `phone${path.replace(/\//g, '-')}`)
+    const charts = await page.$$eval('img[data-chart]', (imgs) =>
+      imgs.map((i) => ({ loaded: (i as HTMLImageElement).naturalWidth > 0, right: (i.parentElement ?? i).getBoundingClientRect().right })),
+    )
+    expect(charts).toHaveLength(5)
+    for (const chart of charts) expect(chart.loaded && chart.right <= viewport.width).toBe(true)
+    const text = await chartText(page)
+    expect(text.length).toBeGreaterThan(50)
+    expect(text.filter((t) => t.px < 10 || t.clipped)).toEqual([])
+    expect(await outsideTheColumn(page)).toEqual([])
+    await shot(page, `charts-${viewport.name}`)
     await page.close()
+    expect(problems).toEqual([])
+  })
+
+  it('shows /concepts/never-does at a phone width, tables inside the screen', async () => {
+    const page = await open('/concepts/never-does', { width: 390, height: 844 })
+    await page.waitForLoadState('networkidle')
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390)
+    expect(await outsideTheColumn(page)).toEqual([])
+    await shot(page, 'phone-concepts-never-does')
+    await page.close()
+    expect(problems).toEqual([])
+  })
+
+  it('starts the playground with its controls on the first screen, at a desktop and a phone width', async () => {
+    for (const viewport of VIEWPORTS) {
+      const page = await open('/playground', viewport)
+      const add = page.getByTestId('add-pod')
+      await add.waitFor({ timeout: 20_000 })
+      const box = await add.boundingBox()
+      expect(box && box.y + box.height <= viewport.height, `${viewport.name}: the Add pod button at ${box?.y}`).toBe(true)
+      await page.close()
+    }
+    expect(problems).toEqual([])
+  })
+
+  it('gives every page the repository and the license', async () => {
+    for (const path of ['/', '/guide/getting-started', '/playground', '/reference/cli']) {
+      const page = await open(path)
+      const footer = path === '/' ? page.locator('.VPFooter') : page.getByTestId('site-footer')
+      await footer.waitFor({ timeout: 10_000 })
+      expect(await footer.textContent(), path).toMatch(/Apache License 2\.0/)
+      expect(await footer.locator('a[href="https://github.com/kubevol/kubevol/blob/main/LICENSE"]').count(), path).toBe(1)
+      expect(await page.locator('a[href="https://github.com/kubevol/kubevol"]').count(), path).toBeGreaterThan(0)
+      await page.close()
+    }
     expect(problems).toEqual([])
   })
 
@@ -292,16 +399,22 @@ suite('the docs site in Chromium', () => {
     expect(problems).toEqual([])
   }, 150_000)
 
-  it('edits an example in the page: the type checker flags a wrong step, an edit runs with its own output, long lines wrap, and a reset restores the original', async () => {
+  it('edits an example in the page: TypeScript loads at the first edit, the type checker flags a wrong step, an edit runs with its own output, long lines wrap, and a reset restores the original', async () => {
     const original = readFileSync(join(DOCS, 'examples', 'backoff.ts'), 'utf8')
     const page = await open('/concepts/operation-executor')
+    const typescriptLoads: string[] = []
+    page.on('request', (request) => {
+      if (/\/typescript[^/]*\.js(\?|$)/.test(new URL(request.url()).pathname)) typescriptLoads.push(request.url())
+    })
     const example = page.getByTestId('example-backoff')
     const check = example.getByTestId('example-check')
     const output = example.getByTestId('example-output')
     await example.getByTestId('example-edit').click()
-    await example.locator('[data-testid="example-check"][data-state="done"]').waitFor({ timeout: 60_000 })
-    expect(await check.getAttribute('data-problems')).toBe('0')
-    expect(await check.textContent()).toMatch(/TypeScript 5\.\d+\.\d+: no type errors/)
+    // Opening the editor loads no TypeScript: it comes with the first edit.
+    await example.locator('.cm-content').waitFor({ timeout: 20_000 })
+    expect(await check.getAttribute('data-state')).toBe('off')
+    expect(await check.textContent()).toBe('types are checked against the packages from your first edit on')
+    expect(typescriptLoads).toEqual([])
 
     /** Replaces the editor's text the way a reader would: select all, then type. */
     const type = async (text: string): Promise<void> => {
@@ -314,7 +427,9 @@ suite('the docs site in Chromium', () => {
     const wrongStep = original.replace("h.plugin.fail('setUp'", "h.plugin.fail('setup'")
     expect(wrongStep).not.toBe(original)
     await type(wrongStep)
-    await example.locator('[data-testid="example-check"][data-state="done"][data-problems="1"]').waitFor({ timeout: 30_000 })
+    await example.locator('[data-testid="example-check"][data-state="done"][data-problems="1"]').waitFor({ timeout: 60_000 })
+    expect(typescriptLoads).toHaveLength(1)
+    expect(await check.textContent()).toMatch(/TypeScript 5\.\d+\.\d+: 1 type error/)
     const line = wrongStep.split('\n').findIndex((l) => l.includes("fail('setup'")) + 1
     expect(await example.getByTestId('example-problems').textContent()).toContain(`line ${line}: Argument of type '"setup"' is not assignable to parameter of type 'FakeStep'`)
     expect(await example.locator('.cm-lintRange-error').count()).toBeGreaterThan(0)
