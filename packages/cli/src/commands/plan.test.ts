@@ -83,6 +83,9 @@ describe('kubevol plan', () => {
     const wide = await cli(['plan', '--pod-manifest-path', EXAMPLES, '-o', 'wide'])
     expect(wide.stdout).toMatch(/^volume_mount\s+default\/web\s+scratch\s+kubernetes\.io\/empty-dir\s+kubernetes\.io\/empty-dir\/\S+-scratch$/m)
     expect(r.stdout).toContain('Nothing was changed.')
+    // --no-headers: the rows alone, no header and no summary line.
+    const bare = await cli(['plan', '--pod-manifest-path', EXAMPLES, '--no-headers'])
+    expect(bare.stdout.trimEnd().split('\n').every((l) => /^volume_\w+\s+default\//.test(l))).toBe(true)
     const missing = await cli(['plan'])
     expect(missing.code).toBe(2)
     expect(missing.stderr).toContain('--pod-manifest-path is required')
