@@ -8,15 +8,12 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
-import { parseAllDocuments } from 'yaml'
 
 const REPO = fileURLToPath(new URL('../../../', import.meta.url))
 const read = (path: string) => readFileSync(join(REPO, path), 'utf8')
 
-const daemonSet = parseAllDocuments(read('deploy/daemonset.yaml'))
-  .map((d) => d.toJS() as { kind?: string; spec?: { template: { spec: { containers: { args?: string[] }[] } } } })
-  .find((d) => d.kind === 'DaemonSet')
-const args = daemonSet?.spec?.template.spec.containers[0]?.args ?? []
+// The container's args, one `- --flag=value` a line in deploy/daemonset.yaml.
+const args = [...read('deploy/daemonset.yaml').matchAll(/^\s*- (--[\w-]+=\S+)$/gm)].map((m) => m[1] as string)
 const argOf = (flag: string) => args.find((a) => a.startsWith(`${flag}=`))?.slice(flag.length + 1)
 
 describe.each(['README.md', 'apps/docs/pages/guide/getting-started.md'])('%s on a cluster', (file) => {
