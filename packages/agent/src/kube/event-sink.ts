@@ -121,7 +121,9 @@ export function createEventSink(options: EventSinkOptions): EventSink {
             logger.warn('Could not post event; it is kept in memory only', { reason: event.reason, object: event.involvedObject.name, err: apiErrorMessage(err) })
             break
           }
-          await new Promise((resolve) => setTimeout(resolve, retryMs * 2 ** (attempt - 1)))
+          const delay = retryMs * 2 ** (attempt - 1)
+          logger.warn('Could not post event; retrying', { reason: event.reason, object: event.involvedObject.name, err: apiErrorMessage(err), retryInMs: delay })
+          await new Promise((resolve) => setTimeout(resolve, delay))
         }
       }
     }

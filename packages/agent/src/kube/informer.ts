@@ -5,6 +5,12 @@
  * list again from scratch; a list or watch that fails otherwise stops it, which is why this exists.
  * ListWatch relists after a 410 silently, so the watch it is given is wrapped to notice the 410: the
  * relist is logged (resource, the expired resourceVersion) and counted as a restart (`expired`).
+ *
+ * ListWatch leaves promises no one awaits: the handlers it gives the watch are async, and it starts
+ * the next watch from inside the last one's `done` callback. A watch whose request cannot be made (a
+ * credential that fails, as the node's does before its certificate) or a handler that throws would
+ * reject one of them, which Node treats as a crash. The watch it is given is wrapped so that every
+ * such failure becomes an `error` like a failed list: logged, counted and retried.
  */
 import { ListWatch, type Watch } from '@kubernetes/client-node'
 import type { KubernetesObject } from '@kubernetes/client-node'
@@ -46,22 +52,46 @@ const is410 = (value: unknown): boolean => {
   return v?.code === 410 || v?.statusCode === 410
 }
 
-/** `watch`, telling `onExpired` the resourceVersion of a watch refused with 410 Expired (an ERROR event or the end). */
-function noting410(inner: Watch, onExpired: (resourceVersion: string) => void): Watch {
+/**
+ * `watch` as ListWatch needs it: telling `onExpired` the resourceVersion of a watch refused with 410
+ * Expired (an ERROR event or the end), and never leaving a rejection unhandled. A watch that cannot
+ * be started ends through `done` with its error (after ListWatch has taken the returned controller);
+ * a handler of ListWatch's that rejects is passed to `onFailure`.
+ */
+function guarded(inner: Watch, onExpired: (resourceVersion: string) => void, onFailure: (err: unknown) => void): Watch {
   const watch: Watch = Object.create(inner)
-  watch.watch = (path, query, callback, done) =>
-    inner.watch(
-      path,
-      query,
-      (phase, object, raw) => {
-        if (phase === 'ERROR' && is410(object)) onExpired(String(query.resourceVersion ?? ''))
-        callback(phase, object, raw)
-      },
-      (err) => {
-        if (is410(err)) onExpired(String(query.resourceVersion ?? ''))
-        done(err)
-      },
-    )
+  const settle = (result: unknown): void => {
+    if (result instanceof Promise) result.catch(onFailure)
+  }
+  watch.watch = async (path, query, callback, done) => {
+    let ended = false
+    const end = (err: unknown): void => {
+      if (ended) return
+      ended = true
+      if (is410(err)) onExpired(String(query.resourceVersion ?? ''))
+      try {
+        settle((done as (err: unknown) => unknown)(err))
+      } catch (thrown) {
+        onFailure(thrown)
+      }
+    }
+    const onEvent = (phase: string, object: unknown, raw: unknown): void => {
+      if (phase === 'ERROR' && is410(object)) onExpired(String(query.resourceVersion ?? ''))
+      try {
+        settle((callback as (phase: string, object: unknown, raw: unknown) => unknown)(phase, object, raw))
+      } catch (thrown) {
+        onFailure(thrown)
+      }
+    }
+    try {
+      return await inner.watch(path, query, onEvent, end)
+    } catch (err) {
+      // Not even sent: end it as a failed watch once ListWatch holds the controller returned here.
+      const controller = new AbortController()
+      setImmediate(() => end(err))
+      return controller
+    }
+  }
   return watch
 }
 
@@ -76,7 +106,13 @@ export function createInformer<T extends KubernetesObject>(options: InformerOpti
 
   /** The resourceVersion a watch was refused with 410 Expired, until the relist it causes. */
   let expired: string | undefined
-  const watch = noting410(options.watch, (resourceVersion) => (expired = resourceVersion))
+  // Set below, once the ListWatch it restarts exists.
+  let failed: (err: unknown) => void = () => {}
+  const watch = guarded(
+    options.watch,
+    (resourceVersion) => (expired = resourceVersion),
+    (err) => failed(err),
+  )
 
   const listFn = async () => {
     if (expired !== undefined && !stopped) {
@@ -99,7 +135,7 @@ export function createInformer<T extends KubernetesObject>(options: InformerOpti
   lw.on('add', seen)
   lw.on('update', seen)
   lw.on('delete', (object) => options.onDelete(object))
-  lw.on('error', (err?: unknown) => {
+  failed = (err: unknown) => {
     if (stopped) return
     const code = statusCodeOf(err)
     const delay = Math.min(options.retryMs * 2 ** attempt, maxRetryMs)
@@ -110,10 +146,11 @@ export function createInformer<T extends KubernetesObject>(options: InformerOpti
     if (timer) clearTimeout(timer)
     timer = setTimeout(() => {
       timer = undefined
-      if (!stopped) void lw.start()
+      if (!stopped) lw.start().catch(failed)
     }, delay)
     timer.unref?.()
-  })
+  }
+  lw.on('error', (err?: unknown) => failed(err))
   lw.on('connect', () => logger.debug(`Watching ${resource}`, { resource, resourceVersion: lw.latestResourceVersion() }))
 
   return {

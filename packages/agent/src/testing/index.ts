@@ -3,7 +3,7 @@
  * behaviour (list/watch with resourceVersion, 410 Expired, bookmarks, field selectors, patch content
  * types, Status bodies, graceful pod deletion, the Node authorizer), for kubevol's tests and yours.
  */
-export type { DeleteOptions, FailureRule, FakeApiServer, FakeApiServerOptions, RequestRecord } from './fake-api/fake-api-server.js'
+export type { ConnectionResetRule, DeleteOptions, FailureRule, FakeApiServer, FakeApiServerOptions, RequestRecord } from './fake-api/fake-api-server.js'
 export { startFakeApiServer } from './fake-api/fake-api-server.js'
 export { CONTROLLER_MANAGED_ATTACH_DETACH, csiUniqueVolumeName, volumeAttachmentName } from './fake-api/attach-detach-controller.js'
 export type { AuthzRequest, Identity, Verb } from './fake-api/node-authorizer.js'

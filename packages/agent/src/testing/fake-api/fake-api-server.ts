@@ -70,6 +70,16 @@ export interface FailureRule {
   readonly times?: number
 }
 
+/** Requests whose connection to reset instead of answering them. */
+export interface ConnectionResetRule {
+  /** The HTTP method (`GET` is a list, a read or a watch). @default any */
+  readonly method?: string
+  /** Matches the path (a string: exact; a RegExp: tested). */
+  readonly path?: string | RegExp
+  /** How many matching requests to reset. @default 1 */
+  readonly times?: number
+}
+
 export interface DeleteOptions {
   /** Pods bound to a node: > 0 marks them terminating; 0 deletes. @default the pod's terminationGracePeriodSeconds, else 30 */
   readonly gracePeriodSeconds?: number
@@ -106,6 +116,8 @@ export interface FakeApiServer {
   dropWatches(resource?: string): void
   /** Sends ERROR 410 Expired to every open watch (of one resource) and ends them. */
   expireWatches(resource?: string): void
+  /** Resets every open watch connection (of one resource) mid-stream (TCP RST: the client reads ECONNRESET). */
+  resetWatches(resource?: string): void
   /** Ends every open watch cleanly (a server-side watch timeout). */
   closeWatches(resource?: string): void
   /** Sends a bookmark to every watch that asked for them (where the resourceVersion advanced). */
@@ -114,6 +126,12 @@ export interface FakeApiServer {
   compact(): void
   /** Answers the next matching requests with an error Status. */
   failNext(rule: FailureRule): void
+  /**
+   * Resets the connection of the next matching requests (a list, a watch, a patch) before any byte
+   * of an answer, as a proxy or a load balancer in between may: the client sees ECONNRESET ("socket
+   * hang up"). The request log records status 0.
+   */
+  resetNext(rule: ConnectionResetRule): void
   /** The last 10,000 requests. */
   readonly requests: readonly RequestRecord[]
   /**
@@ -192,10 +210,14 @@ export async function startFakeApiServer(options: FakeApiServerOptions = {}): Pr
     dropWatches: (resource) => each(resource, (w) => w.drop()),
     expireWatches: (resource) => each(resource, (w) => w.expire()),
     closeWatches: (resource) => each(resource, (w) => w.close()),
+    resetWatches: (resource) => each(resource, (w) => w.reset()),
     sendBookmarks: () => each(undefined, (w) => w.sendBookmark()),
     compact: () => store.compact(),
     failNext(rule) {
       failures.push({ rule, left: rule.times ?? 1 })
+    },
+    resetNext(rule) {
+      failures.push({ rule: { ...rule, status: 0 }, left: rule.times ?? 1, reset: true })
     },
     close: () =>
       new Promise<void>((resolve) => {

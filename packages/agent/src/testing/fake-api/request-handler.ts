@@ -93,7 +93,8 @@ export interface HandlerState {
   readonly tokens: ReadonlyMap<string, Identity>
   readonly watches: Set<WatchStream>
   readonly counter: RequestCounter
-  readonly failures: { readonly rule: FailureRule; left: number }[]
+  /** Injected failures; `reset`: cut the connection instead of answering. */
+  readonly failures: { readonly rule: FailureRule; left: number; readonly reset?: boolean }[]
   readonly bookmarkIntervalMs: number
   /** Decides for identities that are not nodes; without it they may do anything. */
   readonly rbac?: RbacAuthorizer
@@ -105,7 +106,12 @@ export class RequestHandler {
   /** Answers the request, or throws a StatusError for the server to send. */
   async handle(req: IncomingMessage, res: ServerResponse, record: RequestRecord): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://localhost')
-    this.#injectedFailure(req.method, url.pathname)
+    if (this.#injectedFailure(req.method, url.pathname) === 'reset') {
+      // A TCP reset before any byte of an answer: the client sees ECONNRESET ("socket hang up").
+      record.status = 0
+      req.socket.resetAndDestroy()
+      return
+    }
     const r = await this.#admit(req, url, record)
     const answer = (status: number, body: unknown): void => {
       record.status = status
@@ -131,13 +137,14 @@ export class RequestHandler {
     }
   }
 
-  #injectedFailure(method: string | undefined, pathname: string): void {
+  #injectedFailure(method: string | undefined, pathname: string): 'reset' | undefined {
     for (const f of this.state.failures) {
       const { rule } = f
       if (f.left <= 0) continue
       if (rule.method && rule.method !== method) continue
       if (rule.path && (typeof rule.path === 'string' ? rule.path !== pathname : !rule.path.test(pathname))) continue
       f.left--
+      if (f.reset) return 'reset'
       throw new StatusError(statusBody(rule.status, rule.reason ?? 'InternalError', rule.message ?? `injected failure ${rule.status}`))
     }
   }

@@ -120,6 +120,13 @@ export class WatchStream {
     this.#cleanup()
   }
 
+  /** Resets the connection (TCP RST) mid-stream: the client's read fails with ECONNRESET. */
+  reset(): void {
+    if (this.#closed) return
+    this.#res.socket?.resetAndDestroy()
+    this.#cleanup()
+  }
+
   #cleanup(): void {
     if (this.#closed) return
     this.#closed = true
