@@ -40,6 +40,8 @@ import { attempt, containerEnvironment, mountsUnder, removeWorkDir, run, whyNot 
 const RESULTS_FILE = fileURLToPath(new URL('results.json', import.meta.url))
 const NODE_NAME = 'node1'
 const POD_UID = 'image-web'
+// Containers named for this run: a run that died elsewhere (or one running beside it) cannot collide.
+const NAMES = { first: `kubevol-image-${process.pid}-1`, second: `kubevol-image-${process.pid}-2`, api: `kubevol-image-${process.pid}-api` }
 const reason = whyNot()
 
 if (reason !== undefined && process.env.CI === 'true') {
@@ -212,13 +214,13 @@ function imageSuite(): void {
     const disk = join(images, 'data.img')
     await run('truncate', ['--size', '64M', disk])
     const firstStarted = Date.now()
-    const first = await startContainer('kubevol-image-1', podman)
+    const first = await startContainer(NAMES.first, podman)
     const startUp = { seconds: seconds(firstStarted), cpu: cpuSeconds(first), rssMiB: memory(first).rss }
     writeFileSync(join(manifests, 'web.yaml'), podManifest(disk))
     const volumes = join(rootDir, `pods/${POD_UID}/volumes`)
     const mountedSince = Date.now()
     await until('the pod volumes mounted', () => mountsUnder(volumes).length === 2, 120_000)
-    await until('the pod ready in the agent', async () => explained(await explain('kubevol-image-1')) === 'config,data,scratch,shm: mounted', 60_000)
+    await until('the pod ready in the agent', async () => explained(await explain(NAMES.first)) === 'config,data,scratch,shm: mounted', 60_000)
     const mountSeconds = seconds(mountedSince)
     const dirs = {
       scratch: join(volumes, 'kubernetes.io~empty-dir/scratch'),
@@ -234,13 +236,13 @@ function imageSuite(): void {
     const configDir = join(dirs.config, readlinkSync(join(dirs.config, '..data')))
     expect(readFileSync(join(configDir, 'mode'), 'utf8')).toBe('fast')
     const inside = { scratch: '/var/lib/kubevol' + dirs.scratch.slice(rootDir.length), shm: '/var/lib/kubevol' + dirs.shm.slice(rootDir.length), data: '/var/lib/kubevol' + data.slice(rootDir.length) }
-    await run('podman', ['exec', 'kubevol-image-1', 'sh', '-c', Object.entries(inside).map(([name, path]) => `echo ${name} > ${path}/written-inside`).join(' && ')], { env })
+    await run('podman', ['exec', NAMES.first, 'sh', '-c', Object.entries(inside).map(([name, path]) => `echo ${name} > ${path}/written-inside`).join(' && ')], { env })
     for (const [name, path] of Object.entries({ scratch: dirs.scratch, shm: dirs.shm, data })) expect(readFileSync(join(path, 'written-inside'), 'utf8')).toBe(`${name}\n`)
     expect((await attempt('losetup', ['--noheadings', '--output', 'NAME', '--associated', disk])).stdout.trim()).toMatch(/^\/dev\/loop\d+$/)
 
     // The kubelet's probes, on the node's 127.0.0.1.
     for (const probe of probes) expect({ path: probe.path, ...(await get(probe.port, probe.path)) }).toMatchObject({ path: probe.path, status: 200 })
-    const explainText = await run('podman', ['exec', 'kubevol-image-1', 'kubevol', 'explain', `default/web`], { env })
+    const explainText = await run('podman', ['exec', NAMES.first, 'kubevol', 'explain', `default/web`], { env })
     expect(explainText).toMatch(/data/)
 
     const steady = await steadyState(first, 10)
@@ -248,18 +250,18 @@ function imageSuite(): void {
     const firstCpu = cpuSeconds(first)
 
     // ---- SIGTERM: exits within the grace period, the mounts stay ----
-    const stopSeconds = await stopContainer('kubevol-image-1', true)
+    const stopSeconds = await stopContainer(NAMES.first, true)
     expect(stopSeconds).toBeLessThan(daemonSetSpec.terminationGracePeriodSeconds)
-    expect((await logs('kubevol-image-1')).map((l) => l.msg)).toContain('Shutting down; mounts stay in place')
+    expect((await logs(NAMES.first)).map((l) => l.msg)).toContain('Shutting down; mounts stay in place')
     expect(nodeMounts(rootDir)).toEqual(mountIds)
-    await run('podman', ['rm', 'kubevol-image-1'], { env })
+    await run('podman', ['rm', NAMES.first], { env })
 
     // ---- a new container: reconstructs without mounting again ----
     const secondStarted = Date.now()
-    const second = await startContainer('kubevol-image-2', podman)
-    await until('the pod known again', async () => explained(await explain('kubevol-image-2')) === 'config,data,scratch,shm: mounted', 60_000)
+    const second = await startContainer(NAMES.second, podman)
+    await until('the pod known again', async () => explained(await explain(NAMES.second)) === 'config,data,scratch,shm: mounted', 60_000)
     const reconstructSeconds = seconds(secondStarted)
-    expect((await logs('kubevol-image-2')).find((l) => l.msg === 'Volume reconstruction finished')).toMatchObject({ failed: 0 })
+    expect((await logs(NAMES.second)).find((l) => l.msg === 'Volume reconstruction finished')).toMatchObject({ failed: 0 })
     // The same mounts, by the kernel's mount ids: nothing was unmounted or mounted again.
     expect(nodeMounts(rootDir)).toEqual(mountIds)
     expect(readFileSync(join(dirs.shm, 'written-inside'), 'utf8')).toBe('shm\n')
@@ -274,7 +276,7 @@ function imageSuite(): void {
     expect(readFileSync(disk).subarray(1080, 1082)).toEqual(Buffer.from([0x53, 0xef])) // the ext4 made inside stays in the image
     const secondPeak = memory(second).peak
     const secondCpu = cpuSeconds(second)
-    await stopContainer('kubevol-image-2')
+    await stopContainer(NAMES.second)
 
     results.static = {
       what: 'static mode, Linux host, one pod (emptyDir on disk and in memory, configMap, fileDisk claim)',
@@ -310,7 +312,7 @@ function imageSuite(): void {
       for (const object of objects.filter((o) => o.kind !== 'Pod')) api.create(object.kind, object)
 
       const startedAt = Date.now()
-      const agent = await startContainer('kubevol-image-api', podman)
+      const agent = await startContainer(NAMES.api, podman)
       const startUp = { seconds: seconds(startedAt), cpu: cpuSeconds(agent), rssMiB: memory(agent).rss }
       const pod = objects.find((o) => o.kind === 'Pod')
       if (!pod) throw new Error('no pod in the manifest')
@@ -320,7 +322,7 @@ function imageSuite(): void {
       const volumes = join(rootDir, `pods/${uid}/volumes`)
       const mountedSince = Date.now()
       await until('the API pod volumes mounted', () => mountsUnder(volumes).length === 2, 120_000)
-      await until('the API pod ready in the agent', async () => explained(await explain('kubevol-image-api')) === 'config,data,scratch,shm: mounted', 60_000)
+      await until('the API pod ready in the agent', async () => explained(await explain(NAMES.api)) === 'config,data,scratch,shm: mounted', 60_000)
       const mountSeconds = seconds(mountedSince)
       expect(api.get('Node', undefined, nodeName)).toBeDefined()
       const steady = await steadyState(agent, 20)
@@ -331,7 +333,7 @@ function imageSuite(): void {
       await until('the API pod torn down and finalized', () => mountsUnder(rootDir).length === 0 && api.get('Pod', 'default', 'web') === undefined, 120_000)
       const afterTeardown = memory(agent)
       const cpu = cpuSeconds(agent)
-      await stopContainer('kubevol-image-api')
+      await stopContainer(NAMES.api)
       results.api = {
         what: 'API mode (the DaemonSet as shipped) against a fake API server on the node, Linux host, the same pod',
         startUp,
