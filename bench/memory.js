@@ -17,6 +17,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import { fileURLToPath } from 'node:url'
 import v8 from 'node:v8'
+import { imageLaunch } from './image-launch.js'
 import { writeResult } from './results.js'
 import { scratchFilesystem } from './scratch-fs.js'
 
@@ -244,19 +245,6 @@ function runChild(name, launch) {
 
 async function measure(name, launch) {
   return name.startsWith('agent-static-') ? await agentStatic(Number(name.slice('agent-static-'.length)), launch) : runChild(name, launch)
-}
-
-/**
- * How the image starts the agent (deploy/Dockerfile): the node flags of its ENTRYPOINT (between
- * `node` and the script) and its `ENV MALLOC_*` lines (glibc's allocator settings).
- */
-function imageLaunch() {
-  const dockerfile = readFileSync(new URL('../deploy/Dockerfile', import.meta.url), 'utf8')
-  const entrypoint = JSON.parse(/^ENTRYPOINT\s+(\[.*\])\s*$/m.exec(dockerfile)?.[1] ?? '[]')
-  const env = Object.fromEntries([...dockerfile.matchAll(/^ENV\s+(MALLOC_\w+)=(\S+)\s*$/gm)].map((m) => [m[1], m[2]]))
-  // The script the ENTRYPOINT runs (the agent's bundle), under the image's WORKDIR: the same file here.
-  const script = fileURLToPath(new URL(`../${String(entrypoint.at(-1)).replace(/^\/opt\/kubevol\//, '')}`, import.meta.url))
-  return { flags: entrypoint.slice(1, -1), env, script }
 }
 
 // The agent as the image starts it; KUBEVOL_BENCH_MEMORY_AGENT names another build of it to compare

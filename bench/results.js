@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs'
 import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises'
 
 const dir = new URL('./results/', import.meta.url)
-const ORDER = ['start-up', 'pod-startup', 'node-scale', 'soak', 'reconstruction', 'linux-host', 'linux-scale', 'memory', 'api-load']
+const ORDER = ['kubelet', 'start-up', 'pod-startup', 'node-scale', 'soak', 'reconstruction', 'linux-host', 'linux-scale', 'memory', 'api-load']
 
 export async function writeResult(name, json, markdown) {
   await mkdir(dir, { recursive: true })
