@@ -1,12 +1,12 @@
 /**
  * The fake API server (`@kubevol/agent/testing`) against the real one, on the same requests: the same
  * objects on both, the same identities (the administrator, the bundle's ServiceAccount held by
- * deploy/rbac.yaml's role, a node held by the Node authorizer), and each request's status and Status
+ * deploy/serviceaccount-rbac.yaml's role, a node held by the Node authorizer), and each request's status and Status
  * message must agree. This is where a disagreement is found and the fake fixed first: the fake let
  * every ServiceAccount do anything, so the bundle's role was never checked until it met a real server
  * (the single-object ConfigMap watch was refused there); the fake now takes RBAC objects.
  *
- * Not compared: admission policies (deploy/rbac.yaml's ValidatingAdmissionPolicy; the fake has none),
+ * Not compared: admission policies (deploy/serviceaccount-rbac.yaml's ValidatingAdmissionPolicy; the fake has none),
  * and what the real server adds to objects (managedFields, defaults).
  */
 import { readFileSync } from 'node:fs'
@@ -17,7 +17,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest'
 import { applyManifests, type Manifest } from './apply.js'
 import { type ControlPlane, describeWithControlPlane, type Identity, startControlPlane } from './control-plane.js'
 
-const rbac = parseAllDocuments(readFileSync(fileURLToPath(new URL('../../deploy/rbac.yaml', import.meta.url)), 'utf8')).map((d) => d.toJS() as Manifest)
+const rbac = parseAllDocuments(readFileSync(fileURLToPath(new URL('../../deploy/serviceaccount-rbac.yaml', import.meta.url)), 'utf8')).map((d) => d.toJS() as Manifest)
 const SA = { user: 'system:serviceaccount:kube-system:kubevol', groups: ['system:serviceaccounts', 'system:serviceaccounts:kube-system', 'system:authenticated'] }
 
 type Who = 'admin' | 'sa' | 'node1'
@@ -93,7 +93,7 @@ describeWithControlPlane('the fake API server and the real one, on the same requ
 
   const merge = 'application/merge-patch+json'
   it.each<[string, Who, string, string, unknown?, string?]>([
-    // The bundle's ServiceAccount, held by deploy/rbac.yaml's ClusterRole.
+    // The bundle's ServiceAccount, held by deploy/serviceaccount-rbac.yaml's ClusterRole.
     ['a single ConfigMap watched as the Watch strategy lists it', 'sa', 'GET', '/api/v1/namespaces/default/configmaps?fieldSelector=metadata.name%3Dmine-cfg'],
     ['a single Secret listed the same way', 'sa', 'GET', '/api/v1/namespaces/default/secrets?fieldSelector=metadata.name%3Dmine-sec'],
     ["the pods of its node, by the agent's field selector", 'sa', 'GET', '/api/v1/pods?fieldSelector=spec.nodeName%3Dnode1'],

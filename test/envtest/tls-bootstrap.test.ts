@@ -192,22 +192,21 @@ describeWithControlPlane('TLS bootstrapping on the real control plane', () => {
     expect(answers(cp, 'system:node:b8-kubevol', 403)).toEqual([])
   })
 
-  it("runs with the DaemonSet's arguments and its bootstrap kubeconfig mount, as deploy/README.md patches them", async () => {
+  it("runs with the DaemonSet's arguments and its bootstrap kubeconfig mount, as shipped", async () => {
     const ds = parseAllDocuments(readFileSync(new URL('../../deploy/daemonset.yaml', import.meta.url), 'utf8'))[0]?.toJS() as {
       spec: { template: { spec: { containers: { args: string[]; volumeMounts: { name: string; mountPath: string }[] }[]; volumes: { name: string; configMap?: { name: string; optional?: boolean } }[] } } }
     }
     const pod = ds.spec.template.spec
     const container = pod.containers[0]
-    // The README's patch names the file the DaemonSet mounts from the bundle's ConfigMap.
-    const readme = readFileSync(new URL('../../deploy/README.md', import.meta.url), 'utf8')
-    const flag = /"value":"(--bootstrap-kubeconfig=[^"]+)"/.exec(readme)?.[1] ?? ''
+    // The DaemonSet's flag names the file it mounts from the bundle's ConfigMap.
+    const flag = container?.args.find((a) => a.startsWith('--bootstrap-kubeconfig=')) ?? ''
     const mount = container?.volumeMounts.find((m) => m.name === 'bootstrap-kubeconfig')
     expect(flag).toBe(`--bootstrap-kubeconfig=${mount?.mountPath}/kubeconfig`)
     expect(pod.volumes.find((v) => v.name === 'bootstrap-kubeconfig')?.configMap).toEqual({ name: 'kubevol-bootstrap-kubeconfig', optional: true })
 
-    // The DaemonSet's arguments ($(NODE_NAME) is the machine's node), the patch's flag pointing at this test's copy of the file.
+    // The DaemonSet's arguments ($(NODE_NAME) is the machine's node), the flag pointing at this test's copy of the file.
     const bootstrap = bootstrapKubeconfig('daemonset', await cp.serviceAccountToken('kube-system', 'kubevol'))
-    const argv = [...(container?.args ?? []), flag].map((a) => a.replace('$(NODE_NAME)', 'machine1').replace(/^--bootstrap-kubeconfig=.*/, `--bootstrap-kubeconfig=${bootstrap}`))
+    const argv = (container?.args ?? []).map((a) => a.replace('$(NODE_NAME)', 'machine1').replace(/^--bootstrap-kubeconfig=.*/, `--bootstrap-kubeconfig=${bootstrap}`))
     const config = await loadAgentConfig({ argv, env: {} })
     expect(config).toMatchObject({ mode: 'api', nodeName: 'machine1-kubevol', bootstrapKubeconfig: bootstrap, rotateCertificates: true, certDir: `${ROOT}/pki`, kubeconfig: `${ROOT}/kubeconfig` })
     const host = createMemoryHost()

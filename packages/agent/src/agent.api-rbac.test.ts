@@ -1,6 +1,6 @@
 /**
- * The agent with the bundle's ServiceAccount, held by deploy/rbac.yaml's role on the fake API server
- * (its RBAC authorizer): pods with ConfigMap, Secret, projected token and downward API volumes mount
+ * The agent as the bundle's ServiceAccount, without TLS bootstrapping: held by
+ * deploy/serviceaccount-rbac.yaml's role on the fake API server (its RBAC authorizer): pods with ConfigMap, Secret, projected token and downward API volumes mount
  * with the default change detection strategy (a watch of each object on its own), and no request is
  * refused. The same check runs on a real API server in test/envtest/bundle.test.ts; this one runs
  * everywhere, so a role that lacks a verb the agent uses fails here first.
@@ -14,7 +14,7 @@ import { until } from '../test/helpers.js'
 import { type Agent, startAgent } from './agent.js'
 import { type FakeApiServer, startFakeApiServer } from './testing/index.js'
 
-const rbac = parseAllDocuments(readFileSync(fileURLToPath(new URL('../../../deploy/rbac.yaml', import.meta.url)), 'utf8')).map((d) => d.toJS() as Record<string, unknown>)
+const rbac = parseAllDocuments(readFileSync(fileURLToPath(new URL('../../../deploy/serviceaccount-rbac.yaml', import.meta.url)), 'utf8')).map((d) => d.toJS() as Record<string, unknown>)
 const SA = { user: 'system:serviceaccount:kube-system:kubevol', groups: ['system:serviceaccounts', 'system:serviceaccounts:kube-system', 'system:authenticated'] }
 
 let api: FakeApiServer | undefined
@@ -24,7 +24,7 @@ afterEach(async () => {
   await api?.close()
 })
 
-it("mounts every object-backed volume with deploy/rbac.yaml's ServiceAccount and is refused nothing", async () => {
+it("mounts every object-backed volume with deploy/serviceaccount-rbac.yaml's ServiceAccount and is refused nothing", async () => {
   api = await startFakeApiServer({ rbac })
   api.addToken('kubevol-sa', SA)
   api.create('ConfigMap', { metadata: { name: 'cfg', namespace: 'default' }, data: { mode: 'fast' } })

@@ -1,7 +1,8 @@
 /**
  * The files in deploy/ stay in step with the agent: every manifest parses, the DaemonSet's flags are
  * ones the agent accepts, every host path the agent uses (resolved from the DaemonSet's own args) is
- * mounted at the same path, the probes reach the status endpoints, the example CSI node plugin
+ * mounted at the same path, the agent bootstraps its node identity from the bundle's kubeconfig (and
+ * the README's patch turns that off), the probes reach the status endpoints, the example CSI node plugin
  * registers where the agent watches and mounts what the agent publishes into, the fileDisk
  * CSIDriver object says there is nothing to attach, and the static-mode example is a valid manifest.
  */
@@ -141,10 +142,39 @@ describe('deploy/', () => {
     }
   })
 
-  it('ships the CSIDriver object that makes fileDisk volumes need no VolumeAttachment, and the rights to register the Node', () => {
+  it("runs as its node identity by TLS bootstrapping from bootstrap-rbac.yaml's kubeconfig, and keeps the certificate on the host", async () => {
+    const { pod, container, config } = await daemonSet()
+    expect(config).toMatchObject({ bootstrapKubeconfig: '/etc/kubevol/bootstrap/kubeconfig', rotateCertificates: true, certDir: '/var/lib/kubevol/pki', kubeconfig: '/var/lib/kubevol/kubeconfig' })
+    // The flag names the file of the bundle's ConfigMap, mounted where the flag says.
+    const mount = (container.volumeMounts ?? []).find((m) => config.bootstrapKubeconfig === `${m.mountPath}/kubeconfig`)
+    const volume = (pod.volumes as { name: string; configMap?: { name: string } }[]).find((v) => v.name === mount?.name)
+    const configMap = parseAllDocuments(read('bootstrap-rbac.yaml'))
+      .map((d) => d.toJS())
+      .find((d) => d.kind === 'ConfigMap')
+    expect(volume?.configMap?.name).toBe(configMap.metadata.name)
+    expect(configMap.data.kubeconfig).toContain('tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token')
+    // The pair and the node's kubeconfig outlive the container: a restart uses them and makes no request.
+    for (const path of [config.certDir, config.kubeconfig ?? '']) expect({ path, host: hostPathOf(pod, container.volumeMounts ?? [], path)?.hostPath }).toEqual({ path, host: path })
+  })
+
+  it("gives deploy/README.md's patch for running without TLS bootstrapping, which removes exactly that flag", async () => {
+    const { container } = await daemonSet()
+    const patch = JSON.parse(/kubectl -n kube-system patch ds kubevol --type=json -p '(\[[^']*\])'/.exec(read('README.md'))?.[1] ?? '[]') as { op: string; path: string; value?: string }[]
+    const index = container.args?.findIndex((a) => a.startsWith('--bootstrap-kubeconfig=')) ?? -1
+    expect(patch).toEqual([
+      { op: 'test', path: `/spec/template/spec/containers/0/args/${index}`, value: container.args?.[index] },
+      { op: 'remove', path: `/spec/template/spec/containers/0/args/${index}` },
+    ])
+    const args = (container.args ?? []).filter((_, i) => i !== index).map((a) => a.replace(/\$\(NODE_NAME\)/g, 'n1'))
+    const config = await loadAgentConfig({ argv: args, env: { NODE_NAME: 'n1' } })
+    expect(config.bootstrapKubeconfig).toBeUndefined()
+    expect(config.mode).toBe('api')
+  })
+
+  it('ships the CSIDriver object that makes fileDisk volumes need no VolumeAttachment, and the rights to register the Node without TLS bootstrapping', () => {
     const [driver] = parseAllDocuments(read('csidriver-filedisk.yaml')).map((d) => d.toJS())
     expect(driver).toMatchObject({ apiVersion: 'storage.k8s.io/v1', kind: 'CSIDriver', metadata: { name: 'filedisk.kubevol.io' }, spec: { attachRequired: false, podInfoOnMount: false } })
-    const role = parseAllDocuments(read('rbac.yaml'))
+    const role = parseAllDocuments(read('serviceaccount-rbac.yaml'))
       .map((d) => d.toJS())
       .find((d) => d.kind === 'ClusterRole')
     const nodeVerbs = role.rules.filter((r: { resources: string[] }) => r.resources.includes('nodes')).flatMap((r: { verbs: string[] }) => r.verbs)

@@ -1,5 +1,5 @@
 /**
- * The fake's RBAC authorizer with the bundle's own deploy/rbac.yaml: the ServiceAccount gets what the
+ * The fake's RBAC authorizer with the bundle's own deploy/serviceaccount-rbac.yaml: the ServiceAccount gets what the
  * role grants and the API server's 403 for the rest (test/envtest/fake-vs-real.test.ts compares these
  * answers with a real API server's); a RoleBinding grants only in its namespace; resource names apply
  * to a single-object list; without RBAC objects a ServiceAccount may do anything, as before.
@@ -10,7 +10,7 @@ import { parseAllDocuments } from 'yaml'
 import { afterEach, describe, expect, it } from 'vitest'
 import { type FakeApiServer, startFakeApiServer } from './fake-api-server.js'
 
-const rbac = parseAllDocuments(readFileSync(fileURLToPath(new URL('../../../../../deploy/rbac.yaml', import.meta.url)), 'utf8')).map((d) => d.toJS() as Record<string, unknown>)
+const rbac = parseAllDocuments(readFileSync(fileURLToPath(new URL('../../../../../deploy/serviceaccount-rbac.yaml', import.meta.url)), 'utf8')).map((d) => d.toJS() as Record<string, unknown>)
 const SA = { user: 'system:serviceaccount:kube-system:kubevol', groups: ['system:serviceaccounts', 'system:serviceaccounts:kube-system', 'system:authenticated'] }
 
 let api: FakeApiServer | undefined
@@ -26,7 +26,7 @@ async function status(server: FakeApiServer, token: string, path: string, method
 }
 
 describe('RBAC in the fake API server', () => {
-  it("holds a ServiceAccount to deploy/rbac.yaml's role", async () => {
+  it("holds a ServiceAccount to deploy/serviceaccount-rbac.yaml's role", async () => {
     api = await startFakeApiServer({ rbac })
     api.addToken('sa', SA)
     api.create('ConfigMap', { metadata: { name: 'cfg', namespace: 'default' } })
