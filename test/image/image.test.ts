@@ -296,14 +296,18 @@ function imageSuite(): void {
     const scenarioStarted = Date.now()
     const { node, images } = await nodeUp()
     // An API server on the node's 127.0.0.1 (this process joined the node's network), the agent with
-    // a node identity of its own Node through --kubeconfig.
+    // a node identity of its own Node through --kubeconfig, in place of the DaemonSet's TLS bootstrapping
+    // (the fake API server signs no certificates; test/envtest/bundle.test.ts bootstraps on a real one).
     const api = await startFakeApiServer()
     try {
       const nodeName = `${NODE_NAME}-kubevol`
       const kubeDir = join(node, 'etc/kubevol/kube')
       mkdirSync(kubeDir, { recursive: true })
       writeFileSync(join(kubeDir, 'kubeconfig'), api.kubeConfig(api.nodeToken(nodeName)).exportConfig())
-      const podman = podmanRunOf(node, NODE_NAME, [`${kubeDir}:/etc/kubevol/kube:ro`, `${images}:${images}:rw,rprivate`], (args) => [...args, '--kubeconfig=/etc/kubevol/kube/kubeconfig'])
+      const podman = podmanRunOf(node, NODE_NAME, [`${kubeDir}:/etc/kubevol/kube:ro`, `${images}:${images}:rw,rprivate`], (args) => [
+        ...args.filter((a) => !a.startsWith('--bootstrap-kubeconfig=')),
+        '--kubeconfig=/etc/kubevol/kube/kubeconfig',
+      ])
       expect(podman.args).toContain('--mode=api')
       const rootDir = podman.hostPaths.get('/var/lib/kubevol') as string
       const disk = join(images, 'data.img')
