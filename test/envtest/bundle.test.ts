@@ -255,12 +255,17 @@ describeWithControlPlane('the deploy bundle as shipped, on the real control plan
     agent = undefined
   })
 
-  it('measures the default identities against the table', async () => {
+  it("measures the default identities: nothing of another node's readable or deletable", async () => {
     await createRowObjects(cp)
     await measure(cp, measured, {
       'ServiceAccount (bootstrap-rbac.yaml)': { token: await cp.serviceAccountToken('kube-system', 'kubevol', { boundTo: pod }) },
       'node identity (system:node:<node>)': { user: NODE_USER, groups: ['system:nodes'] },
     })
+    // Whatever the table says: neither identity of the default bundle reads or deletes another node's pods, or reads its Secrets.
+    const otherNodes = ['list every pod', 'get a pod of another node by name', "read a Secret only another node's pod uses", 'list every Secret', 'delete a pod of another node']
+    for (const row of otherNodes) {
+      expect({ row, ...measured[row] }).toEqual({ row, 'ServiceAccount (bootstrap-rbac.yaml)': 'no', 'node identity (system:node:<node>)': 'no' })
+    }
   })
 
   it('runs without TLS bootstrapping, with serviceaccount-rbac.yaml as deploy/README.md switches to it: every volume kind, no 403, nothing granted unused', async () => {
