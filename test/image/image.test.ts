@@ -94,10 +94,14 @@ function imageSuite(): void {
     })
     const netns = `/proc/${holder.pid}/ns/net`
     joinNetworkNamespace(netns)
+    // This thread is in the node's network now: its sockets reach the node's 127.0.0.1.
     const get = async (port: number, path: string) => {
-      const ran = await attempt('curl', ['--silent', '--max-time', '5', '--write-out', '\n%{http_code}', `http://127.0.0.1:${port}${path}`], { env })
-      const lines = ran.stdout.split('\n')
-      return { status: Number(lines.pop()), body: lines.join('\n') }
+      try {
+        const res = await fetch(`http://127.0.0.1:${port}${path}`, { signal: AbortSignal.timeout(5_000) })
+        return { status: res.status, body: await res.text() }
+      } catch (error) {
+        return { status: 0, body: String(error) }
+      }
     }
     return { node, manifests, images, get }
   }
@@ -108,7 +112,12 @@ function imageSuite(): void {
     containers.push(name)
     await run('podman', ['run', '--detach', '--name', name, '--cgroups=disabled', ...podman.flags, `localhost/${podman.image}`, ...podman.args], { env })
     const pid = Number((await run('podman', ['inspect', '--format', '{{.State.Pid}}', name], { env })).trim())
-    await until(`${name}: /livez`, async () => (await get(probes[0]?.port ?? 0, probes[0]?.path ?? '')).status === 200, 60_000)
+    try {
+      await until(`${name}: /livez`, async () => (await get(probes[0]?.port ?? 0, probes[0]?.path ?? '')).status === 200, 60_000)
+    } catch (error) {
+      const { stdout, stderr } = await attempt('podman', ['logs', '--tail', '30', name], { env })
+      throw new Error(`${(error as Error).message}; the container's last lines:\n${stdout}${stderr}`)
+    }
     return pid
   }
   /**

@@ -11,6 +11,8 @@ import { readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 
 const TOOLS = ['buildah', 'podman', 'crun', 'debootstrap'] as const
+// Beside them: the node's network namespace needs `ip` (iproute2) to bring its loopback up.
+const HELPERS = { ip: 'iproute2', unshare: 'util-linux', losetup: 'util-linux', mount: 'mount' } as const
 
 /** Why the image test cannot run on this machine, or undefined. */
 export function whyNot(): string | undefined {
@@ -18,6 +20,8 @@ export function whyNot(): string | undefined {
   if (process.env.KUBEVOL_TEST_MOUNT_NAMESPACE !== 'private') return `the test process is not in a private mount namespace (${process.env.KUBEVOL_TEST_MOUNT_NAMESPACE_SKIP ?? 'the preload did not run'})`
   const missing = TOOLS.filter((tool) => spawnSync('sh', ['-c', `command -v ${tool}`]).status !== 0)
   if (missing.length > 0) return `${missing.join(', ')} not installed (Debian: apt-get install ${missing.join(' ')})`
+  const helpers = Object.entries(HELPERS).filter(([tool]) => spawnSync('sh', ['-c', `command -v ${tool}`]).status !== 0)
+  if (helpers.length > 0) return `${helpers.map(([tool]) => tool).join(', ')} not installed (Debian: apt-get install ${[...new Set(helpers.map(([, pkg]) => pkg))].join(' ')})`
   return undefined
 }
 
