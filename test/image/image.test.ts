@@ -1,6 +1,6 @@
 /**
- * SLOW (cold: about 7 minutes, the base image and both stages' `npm ci`; warm: about 1-2 minutes,
- * `npm run test:image`). The agent's image built from deploy/Dockerfile as shipped and run on the
+ * SLOW (`npm run test:image`; on the 2-core test machine 2-3 minutes with the layers cached, 7-8 when a
+ * package manifest or the lockfile changed, 13-15 the first time: the base image and both `npm ci`). The agent's image built from deploy/Dockerfile as shipped and run on the
  * real kernel as the DaemonSet runs it:
  *
  * 1. The base image `node:22-slim` made here (base-image.ts, kept between runs), then `buildah bud
