@@ -355,7 +355,7 @@ async function main() {
           }),
           '',
         ]),
-    `Sizes: ${Object.keys(pairs).map((w) => `${w} ${JSON.stringify(CONFIG[w])}`).join('; ')}. The kubelet waits by polling (its reconciler every 100 ms, \`WaitForAttachAndMount\` every 300 ms), so its start-up and unmount times sit near 300 ms whatever the work; kubevol's \`pollingCompat\` reproduces that timing with kubevol's own code (run.js), and is not this comparison. Its kernel round times include the mount(8) and umount(8) processes the mounter starts; kubevol makes the system calls itself.`,
+    `Sizes: ${Object.keys(pairs).map((w) => `${w} ${JSON.stringify(CONFIG[w])}`).join('; ')}. The kubelet waits by polling (its reconciler every 100 ms, \`WaitForAttachAndMount\` every 300 ms), so its start-up and unmount times are 300 ms or more whatever the work (more when the machine is loaded); kubevol's \`pollingCompat\` reproduces that timing with kubevol's own code (run.js), and is not this comparison. Its kernel round times include the mount(8) and umount(8) processes the mounter starts; kubevol makes the system calls itself.`,
     '',
   ]
   console.log(md.join('\n'))

@@ -27,11 +27,19 @@ describe('the pages drawn from recorded results', () => {
   it('draws every chart the measured page shows, each an SVG with a title', () => {
     const page = files.get('pages/concepts/measured.md') ?? ''
     const shown = [...page.matchAll(/\]\(\/charts\/([\w-]+)\.svg\)/g)].map((m) => m[1])
-    expect(shown).toEqual(['pod-startup', 'idle-cpu', 'converge', 'linux-host', 'csi'])
+    expect(shown).toEqual(['kubelet', 'pod-startup', 'idle-cpu', 'converge', 'linux-host', 'csi'])
     for (const id of shown) expect(chart(id!)).toMatch(/^<svg [^>]*><title>[^<]+<\/title><desc>drawn from bench\/results\//)
   })
 
   it('names, in each chart, the figures it was drawn from', () => {
+    // The kubelet's own VolumeManager against kubevol: both medians of every row, and the page says which is which.
+    const side = bench('kubelet')
+    expect(side.rows.length).toBeGreaterThan(0)
+    for (const [i, row] of side.rows.entries()) {
+      expect(desc(chart('kubelet'))).toContain(`bench/results/kubelet.json rows[${i}].kubelet.median (${row.id}) = ${row.kubelet.median}`)
+      expect(desc(chart('kubelet'))).toContain(`bench/results/kubelet.json rows[${i}].kubevol.median (${row.id}) = ${row.kubevol.median}`)
+    }
+    expect(chart('kubelet')).toContain('kubelet v1.32')
     const startup = bench('pod-startup')
     for (const [i, row] of startup.results.entries()) expect(desc(chart('pod-startup'))).toContain(`bench/results/pod-startup.json results[${i}].p99Ms (${row.variant}, ${row.mode}) = ${row.p99Ms}`)
     const scale = bench('node-scale')
@@ -47,8 +55,11 @@ describe('the pages drawn from recorded results', () => {
 
   it('says on the measured page which machine each figure comes from', () => {
     const page = files.get('pages/concepts/measured.md') ?? ''
-    expect(page.match(/^\*\*Machine\.\*\* .*Node v\d+/gm)).toHaveLength(5)
+    expect(page.match(/^\*\*Machine\.\*\* .*Node v\d+/gm)).toHaveLength(6)
     expect(page).toContain(bench('pod-startup').machine.date)
+    expect(page).toContain(bench('kubelet').machine.date)
+    // pollingCompat is kubevol on the kubelet's schedule, never presented as the kubelet itself.
+    expect(page).toMatch(/`pollingCompat: true`[^.]*: kubevol's code on the kubelet's schedule, not the kubelet/)
   })
 
   it('shows on the safety page every attack of the recorded hostile-node run, with its outcome and date', () => {
