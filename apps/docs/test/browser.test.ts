@@ -314,7 +314,7 @@ suite('the docs site in Chromium', () => {
     const charts = await page.$$eval('img[data-chart]', (imgs) =>
       imgs.map((i) => ({ loaded: (i as HTMLImageElement).naturalWidth > 0, right: (i.parentElement ?? i).getBoundingClientRect().right })),
     )
-    expect(charts).toHaveLength(5)
+    expect(charts).toHaveLength(6)
     for (const chart of charts) expect(chart.loaded && chart.right <= viewport.width).toBe(true)
     const text = await chartText(page)
     expect(text.length).toBeGreaterThan(50)
