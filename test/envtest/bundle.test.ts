@@ -270,13 +270,16 @@ describeWithControlPlane('the deploy bundle as shipped, on the real control plan
 
   it('runs without TLS bootstrapping, with serviceaccount-rbac.yaml as deploy/README.md switches to it: every volume kind, no 403, nothing granted unused', async () => {
     // The same user as the bootstrap credential's (refused on purpose above): only what comes after the switch counts.
-    const since = cp.auditEvents().length
+    let since = cp.auditEvents().length
     const after = () => cp.auditEvents().slice(since).filter((e) => e.user.username === SA_USER)
     await deleteManifests(cp, manifests('bootstrap-rbac.yaml'))
     await applyManifests(cp, manifests('serviceaccount-rbac.yaml'))
     // The Node goes too, so that the ServiceAccount registers it (the right it is given for that).
     await cp.must('DELETE', `/api/v1/nodes/${NODE}`)
     const token = await cp.serviceAccountToken('kube-system', 'kubevol', { boundTo: pod })
+    await untilPolicyEnforced(cp, token)
+    // The wait's own refused probes are not the agent's.
+    since = cp.auditEvents().length
     const { argv } = daemonSetArgs(argsWithoutBootstrapping())
     expect(argv.some((a) => a.startsWith('--bootstrap-kubeconfig'))).toBe(false)
     const { agent: a, host } = await run(argv, cp.kubeConfig({ token }))
@@ -322,6 +325,21 @@ describeWithControlPlane('the deploy bundle as shipped, on the real control plan
     expect(rightsTable()).toEqual(measured)
   })
 })
+
+/**
+ * A ValidatingAdmissionPolicy is enforced a moment after it is created (the API server loads it
+ * through an informer): waits until the ServiceAccount's delete of another node's pod is refused, at
+ * most 30 s. If it never is, the table's check says so.
+ */
+async function untilPolicyEnforced(cp: ControlPlane, token: string): Promise<void> {
+  const deadline = Date.now() + 30_000
+  while (Date.now() < deadline) {
+    const res = await cp.request('DELETE', '/api/v1/namespaces/default/pods/theirs?dryRun=All', undefined, { as: { token } })
+    // 404: no pod of another node yet (a filtered run); nothing to wait for.
+    if (res.status === 403 || res.status === 404) return
+    await new Promise((resolve) => setTimeout(resolve, 200))
+  }
+}
 
 /** A pod of this node and one of another node, each with a Secret of its own and its own ServiceAccount. */
 async function createRowObjects(cp: ControlPlane): Promise<void> {
