@@ -4,35 +4,14 @@
  * /v1/pods/<uid>/mounts): a table, the CRI's shape (`-o json|yaml`), or the entries of an OCI
  * runtime spec's `mounts` (`-o oci`), ready to append to a bundle's config.json.
  */
-import { readFile } from 'node:fs/promises'
 import { type ContainerMount, type ContainerMounts, ociMounts } from '@kubevol/core'
 import { CliError, CommandFailed, EXIT } from '../errors.js'
 import { type Io, renderData, renderTable, tableOptions } from '../output.js'
 import type { ParsedCommand } from '../parse.js'
+import { agentGet } from './agent-request.js'
 
 /** One container's answer: its mounts, or why it has none yet. */
 type ContainerAnswer = ({ readonly container: string } & ContainerMounts) | { readonly container: string; readonly error: string }
-
-/** GETs `path` of the agent: the status and the JSON body. Throws CliError (exit 3) when it cannot be reached. */
-async function agentGet(p: ParsedCommand, path: string, timeoutMs: number): Promise<{ status: number; body: unknown }> {
-  const server = String(p.flags.server).replace(/\/+$/, '')
-  const headers: Record<string, string> = {}
-  if (p.flags['token-file'] !== undefined) headers.authorization = `Bearer ${(await readFile(String(p.flags['token-file']), 'utf8')).trim()}`
-  let res: Response
-  try {
-    res = await fetch(`${server}${path}`, { headers, signal: AbortSignal.timeout(timeoutMs) })
-  } catch (err) {
-    const cause = (err as { cause?: { code?: string; message?: string } }).cause
-    throw new CliError(`cannot reach the agent at ${server} (${cause?.code ?? cause?.message ?? (err as Error).message}): is \`kubevol run\` running? Pass its address with --server`, EXIT.unreachable)
-  }
-  if (res.status === 401) throw new CliError(`the agent at ${server} requires a bearer token: pass --token-file`, EXIT.failed)
-  const text = await res.text()
-  try {
-    return { status: res.status, body: JSON.parse(text) }
-  } catch {
-    throw new CliError(`the agent at ${server} answered ${path} with HTTP ${res.status} and no JSON: is it a kubevol agent?`)
-  }
-}
 
 /** The UID of POD: a UID as given, or the pod of `namespace/name` among those the agent knows. */
 async function podUID(p: ParsedCommand, pod: string): Promise<string> {

@@ -3,12 +3,12 @@
  * /v1/events, and print them as kubectl would: ages rather than timestamps, errors cut to a column
  * in tables (whole in `-o wide`, JSON, YAML and `explain`), an Events section.
  */
-import { readFile } from 'node:fs/promises'
 import { ageOf, eventAge, untilOf } from '../age.js'
-import { CliError, CommandFailed, EXIT } from '../errors.js'
+import { CommandFailed, EXIT } from '../errors.js'
 import { type Io, type OutputFormat, type TableOptions, causeOf, renderData, renderTable, tableOptions } from '../output.js'
 import type { ParsedCommand } from '../parse.js'
 import { waitForSignal } from '../signals.js'
+import { agentGet } from './agent-request.js'
 
 /** What tests can give `status --watch`. */
 export interface StatusDependencies {
@@ -16,29 +16,6 @@ export interface StatusDependencies {
   readonly watchIntervalMs?: number
   /** Resolves to end `--watch` (default: SIGINT or SIGTERM). */
   readonly stopSignal?: Promise<void>
-}
-
-/** GETs `path` of the agent as JSON. Throws CliError (exit 3) when it cannot be reached. */
-async function getJson(p: ParsedCommand, path: string): Promise<{ status: number; body: unknown }> {
-  const server = String(p.flags.server).replace(/\/+$/, '')
-  const headers: Record<string, string> = {}
-  if (p.flags['token-file'] !== undefined) headers.authorization = `Bearer ${(await readFile(String(p.flags['token-file']), 'utf8')).trim()}`
-  let res: Response
-  try {
-    res = await fetch(`${server}${path}`, { headers, signal: AbortSignal.timeout(10_000) })
-  } catch (err) {
-    const cause = (err as { cause?: { code?: string; message?: string } }).cause
-    throw new CliError(`cannot reach the agent at ${server} (${cause?.code ?? cause?.message ?? (err as Error).message}): is \`kubevol run\` running? Pass its address with --server`, EXIT.unreachable)
-  }
-  const text = await res.text()
-  if (res.status === 401) throw new CliError(`the agent at ${server} requires a bearer token: pass --token-file`, EXIT.failed)
-  let body: unknown
-  try {
-    body = JSON.parse(text)
-  } catch {
-    throw new CliError(`the agent at ${server} answered ${path} with HTTP ${res.status} and no JSON: is it a kubevol agent?`)
-  }
-  return { status: res.status, body }
 }
 
 interface WorkerView {
@@ -140,7 +117,7 @@ function renderStatus(state: StateView, format: 'table' | 'wide', table: TableOp
 export async function statusCommand(p: ParsedCommand, io: Io, deps: StatusDependencies = {}): Promise<number> {
   const format = p.flags.output as OutputFormat
   const render = async (): Promise<string> => {
-    const { body } = await getJson(p, '/v1/state')
+    const { body } = await agentGet(p, '/v1/state')
     if (format === 'json' || format === 'yaml') return renderData(format, body)
     return format === 'name' ? renderNames(body as StateView) : renderStatus(body as StateView, format, tableOptions(p))
   }
@@ -244,7 +221,7 @@ function renderExplain(pod: PodExplain, events: readonly EventView[], now: numbe
 export async function explainCommand(p: ParsedCommand, io: Io): Promise<number> {
   // `status -o name` prints pod/namespace/name.
   const wanted = (p.args[0] as string).replace(/^pods?\//, '')
-  const { body: state } = await getJson(p, '/v1/state')
+  const { body: state } = await agentGet(p, '/v1/state')
   const s = state as StateView
   const candidates = new Map<string, string>()
   for (const w of s.pods ?? []) candidates.set(w.uid, `${w.namespace}/${w.name}`)
@@ -253,9 +230,9 @@ export async function explainCommand(p: ParsedCommand, io: Io): Promise<number> 
   if (matches.length === 0) throw new CommandFailed(`pod ${wanted} is not known to the agent (see \`kubevol status\`)`)
   if (matches.length > 1) throw new CommandFailed(`pod ${wanted} is ambiguous: ${matches.map(([uid, name]) => `${name} (${uid})`).join(', ')}; give the namespace or UID`)
   const [uid] = matches[0] as [string, string]
-  const { status, body } = await getJson(p, `/v1/pods/${encodeURIComponent(uid)}`)
+  const { status, body } = await agentGet(p, `/v1/pods/${encodeURIComponent(uid)}`)
   if (status === 404) throw new CommandFailed(`pod ${wanted} is not known to the agent`)
-  const { body: events } = await getJson(p, `/v1/events?pod=${encodeURIComponent(uid)}`)
+  const { body: events } = await agentGet(p, `/v1/events?pod=${encodeURIComponent(uid)}`)
   const format = p.flags.output as OutputFormat
   if (format === 'json' || format === 'yaml') {
     io.stdout.write(renderData(format, { ...(body as object), events }))
