@@ -42,9 +42,20 @@ export interface IoWorkersOptions {
   readonly stallMs: number
   /** Calls in one message at most. @default 256 */
   readonly batchSize?: number
-  /** The workers' heap and stack limits (node's `resourceLimits`). @default node's */
+  /**
+   * The workers' heap and stack limits (node's `resourceLimits`). @default {@link IO_WORKER_RESOURCE_LIMITS}
+   */
   readonly resourceLimits?: ResourceLimits
 }
+
+/**
+ * A worker's young generation, capped at 3 MiB (semispaces of 1 MiB, V8's starting size): what a
+ * worker allocates is a batch's messages and buffers, short-lived, and with node's default the
+ * semispaces grow to 16 MiB each, 5–12 MiB of peak RSS a worker on the 2,000-volume kernel
+ * workload (bench/README.md, "Memory with Node's defaults") for no time measured. The old
+ * generation keeps node's limit.
+ */
+const IO_WORKER_RESOURCE_LIMITS: ResourceLimits = { maxYoungGenerationSizeMb: 3 }
 
 interface Pending {
   readonly op: IoOp
@@ -97,7 +108,7 @@ export class IoWorkers {
   #root: IoRoot | null = null
 
   constructor(options: IoWorkersOptions) {
-    this.#options = { batchSize: 256, resourceLimits: {}, ...options }
+    this.#options = { batchSize: 256, resourceLimits: IO_WORKER_RESOURCE_LIMITS, ...options }
   }
 
   /**

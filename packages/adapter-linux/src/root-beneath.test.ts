@@ -123,6 +123,46 @@ describeAsRoot('the root the kernel enforces (Linux host)', () => {
     }
   })
 
+  // A batch resolves a path from the deepest directory it already holds open: the same refusals below
+  // it. The lstat in the same turn holds pods/uid-1 (the directory of its name) for the batch.
+  it.each(OPERATIONS.map((op) => [op.name, op] as const))('%s: below a directory the batch holds, a symlink at any level is refused, nothing outside changes', async (_, op) => {
+    for (let depth = 2; depth < VOLUME.length; depth++) {
+      const { host, root, outside, volume, lock, before } = await node()
+      plant(root, depth, outside)
+      const [held, result] = await Promise.all([
+        host.lstat(join(root, 'pods', 'uid-1', 'absent')),
+        op.run(host, volume, outside).then(
+          () => undefined,
+          (err: unknown) => err as HostError,
+        ),
+      ])
+      expect(held).toBeNull()
+      if (depth < VOLUME.length - 1 || !['lstat', 'remove', 'removeAll', 'removeUnmounted', 'isMountPoint', 'unmount', 'rename'].includes(op.name)) {
+        if (result !== undefined && !isHostError(result, 'ELOOP', 'ENOENT', 'EINVAL', 'ENOTDIR')) throw result
+        if (result === undefined && !['lstat', 'isMountPoint', 'bind from'].includes(op.name)) throw new Error(`${op.name} at depth ${depth}: no refusal`)
+      }
+      expect(snapshot(outside), `${op.name} at depth ${depth}`).toEqual(before)
+      expect(readFileSync('/proc/self/mountinfo', 'utf8')).not.toContain(`${outside} `)
+      await lock.release()
+      rmSync(root, { recursive: true, force: true })
+    }
+  })
+
+  it('below a directory the batch holds, the refusal still names the level that is a symlink, and a path with .. is judged against the root', async () => {
+    const { host, root, outside } = await node()
+    const level = plant(root, 3, outside)
+    const [, refused, through] = await Promise.all([
+      host.lstat(join(root, 'pods', 'uid-1', 'absent')),
+      host.writeFile(join(root, ...VOLUME, 'ready'), 'x').catch((err: HostError) => err),
+      // Up from pods/uid-1 and down again: beneath the root all the way, so allowed.
+      host.writeFile(join(root, 'pods', 'uid-1', '..', 'uid-1', 'volumes', 'kept'), 'y'),
+    ])
+    expect(isHostError(refused, 'ELOOP')).toBe(true)
+    expect((refused as HostError).message).toContain(`refusing to follow a symlink beneath the root: ${level} is a symlink`)
+    expect(through).toBeUndefined()
+    expect(readFileSync(join(root, 'pods', 'uid-1', 'volumes', 'kept'), 'utf8')).toBe('y')
+  })
+
   it('names the level that is a symlink in the refusal', async () => {
     const { host, root, outside, volume } = await node()
     const level = plant(root, 1, outside)
