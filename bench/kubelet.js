@@ -25,6 +25,7 @@ import { spawn, spawnSync } from 'node:child_process'
 import { accessSync, constants, mkdirSync, readFileSync } from 'node:fs'
 import os from 'node:os'
 import { join } from 'node:path'
+import v8 from 'node:v8'
 import { fileURLToPath } from 'node:url'
 import { imageLaunch } from './image-launch.js'
 import { writeResult } from './results.js'
@@ -60,6 +61,18 @@ async function kubevolSide(workload, dir) {
   const stop = new AbortController()
   const running = manager.run(stop.signal)
   await manager.waitForIdle()
+  // Where the peak goes: the process's peak before the first pod (node, the modules, the I/O worker,
+  // the manager idle), and V8's main heap spaces at their largest while the workload runs.
+  const fixedRssKiB = process.resourceUsage().maxRSS
+  const heap = { youngMiB: 0, oldMiB: 0 }
+  const sampleHeap = () => {
+    for (const space of v8.getHeapSpaceStatistics()) {
+      const mib = space.space_size / 2 ** 20
+      if (space.space_name === 'new_space') heap.youngMiB = Math.max(heap.youngMiB, mib)
+      else if (space.space_name === 'old_space') heap.oldMiB = Math.max(heap.oldMiB, mib)
+    }
+  }
+  const sampler = setInterval(sampleHeap, 10)
   const cpu = () => {
     const u = process.cpuUsage()
     return (u.user + u.system) / 1e6
@@ -140,12 +153,14 @@ async function kubevolSide(workload, dir) {
     }
     out = { workload, config: c, cold: rounds.slice(0, c.warmRounds), rounds: rounds.slice(c.warmRounds) }
   }
+  clearInterval(sampler)
+  sampleHeap()
   stop.abort()
   await running
   host.close()
   const total = process.cpuUsage()
   // getrusage's ru_maxrss, KiB: the measure the kubelet's binary prints as maxRssKiB.
-  return { ...out, side: 'kubevol', cpuSeconds: { self: (total.user + total.system) / 1e6, children: 0 }, maxRssKiB: process.resourceUsage().maxRSS }
+  return { ...out, side: 'kubevol', fixedRssKiB, heap, cpuSeconds: { self: (total.user + total.system) / 1e6, children: 0 }, maxRssKiB: process.resourceUsage().maxRSS }
 }
 
 // ---- one run, inside its own private mount namespace ----
@@ -266,6 +281,40 @@ const ROWS = [
   { workload: 'kernel', id: 'kernel-rss', what: 'peak RSS, the kernel workload', unit: 'MiB', pick: (r) => r.maxRssKiB / 1024 },
 ]
 
+/** Where kubevol's peak goes (its side only: the kubelet's binary prints its peak alone). */
+const PARTS = [
+  { id: 'peak', what: 'peak RSS', pick: (r) => r.maxRssKiB / 1024 },
+  { id: 'fixed', what: 'the peak before the first pod: node, the modules, the I/O worker, the manager idle', pick: (r) => (r.fixedRssKiB ?? Number.NaN) / 1024 },
+  { id: 'young', what: "V8's young generation at its largest (the main thread's two semispaces)", pick: (r) => r.heap?.youngMiB ?? Number.NaN },
+  { id: 'old', what: "V8's old space at its largest (live data and the garbage it lets build up before it collects)", pick: (r) => r.heap?.oldMiB ?? Number.NaN },
+]
+
+/** The parts table: each kubevol side's median over the pairs of each workload run. */
+function partsTable(pairs) {
+  const columns = [
+    ['latency', 'kubevol', "latency, Node's defaults"],
+    ['kernel', 'kubevol', "kernel, Node's defaults"],
+    ['kernel', 'kubevol-image', 'kernel, as the image'],
+  ].filter(([w, side]) => pairs[w]?.every((p) => p[side]))
+  if (columns.length === 0) return { rows: [], md: [] }
+  const med = (xs) => (xs.some(Number.isNaN) ? Number.NaN : median(xs))
+  const rows = PARTS.map((part) => ({ ...part, values: columns.map(([w, side]) => med(pairs[w].map((p) => part.pick(p[side])))) }))
+  const kubelet = columns.map(([w]) => median(pairs[w].map((p) => p.kubelet.maxRssKiB / 1024)))
+  const cell = (v) => (Number.isNaN(v) ? '–' : `${fmt(v)} MiB`)
+  return {
+    rows: rows.map(({ id, what, values }) => ({ id, what, values: Object.fromEntries(columns.map(([w, side], i) => [`${w} ${side}`, values[i]])) })),
+    md: [
+      "Where kubevol's peak goes (medians over the pairs; the kubelet's peak beside it):",
+      '',
+      `| | ${columns.map((c) => c[2]).join(' | ')} |`,
+      `| --- |${columns.map(() => ' ---: |').join('')}`,
+      `| the kubelet's peak RSS, the same workload | ${kubelet.map(cell).join(' | ')} |`,
+      ...rows.map((r) => `| kubevol: ${r.what} | ${r.values.map(cell).join(' | ')} |`),
+      '',
+    ],
+  }
+}
+
 const fmt = (n) => (n >= 100 ? n.toFixed(0) : n >= 10 ? n.toFixed(1) : n >= 1 ? n.toFixed(2) : n.toFixed(3))
 const times = (n) => `${n >= 10 ? n.toFixed(0) : n.toFixed(2)}×`
 
@@ -325,6 +374,7 @@ async function main() {
   // The image's flags against the kubelet, and against Node's defaults (the JIT): what they cost in time.
   const withImage = pairs.kernel?.every((p) => p['kubevol-image'])
   const imageRows = !withImage ? [] : ROWS.filter((row) => row.workload === 'kernel').flatMap((row) => [compare(row, 'kubelet', 'kubevol-image'), compare(row, 'kubevol-image', 'kubevol')])
+  const parts = partsTable(pairs)
   const cpu = os.cpus()
   const latest = Object.values(runs).map((r) => r.date).sort().at(-1)
   const machine = { cpu: cpu[0]?.model?.trim(), cores: cpu.length, node: process.version, platform: process.platform, arch: process.arch, linux: os.release(), date: latest }
@@ -355,11 +405,12 @@ async function main() {
           }),
           '',
         ]),
+    ...parts.md,
     `Sizes: ${Object.keys(pairs).map((w) => `${w} ${JSON.stringify(CONFIG[w])}`).join('; ')}. The kubelet waits by polling (its reconciler every 100 ms, \`WaitForAttachAndMount\` every 300 ms), so its start-up and unmount times are 300 ms or more whatever the work (more when the machine is loaded); kubevol's \`pollingCompat\` reproduces that timing with kubevol's own code (run.js), and is not this comparison. Its kernel round times include the mount(8) and umount(8) processes the mounter starts; kubevol makes the system calls itself.`,
     '',
   ]
   console.log(md.join('\n'))
-  if (!process.env.KUBEVOL_BENCH_DRY) await writeResult('kubelet', { benchmark: 'kubelet', config: { ...CONFIG, image: withImage ? imageLaunch() : undefined }, runs, machine, rows, imageRows, pairs }, md.join('\n'))
+  if (!process.env.KUBEVOL_BENCH_DRY) await writeResult('kubelet', { benchmark: 'kubelet', config: { ...CONFIG, image: withImage ? imageLaunch() : undefined }, runs, machine, rows, imageRows, parts: parts.rows, pairs }, md.join('\n'))
 }
 
 const [mode, a, b] = process.argv.slice(2)
