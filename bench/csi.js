@@ -7,9 +7,13 @@
 // asked before staging and publishing), and the round trip against the four calls made directly in
 // a loop, once over kubevol's kept channel and once dialling a new connection for every call (the
 // kubelet's way; kubevol keeps its channel and replaces it only after a failed connect). The
-// target: bound by the driver, not by kubevol; issue 23 asks for kubevol's share ≤ 20 %.
+// target: bound by the driver, not by kubevol; issue 23 asks for kubevol's share ≤ 20 %. Beside
+// it, in the same run, the floor of kubevol's part (issue 40): the kubelet's own filesystem steps
+// around the driver's calls made directly, and one durable write of the journal's stage intent.
 import { spawn, spawnSync } from 'node:child_process'
-import { mkdirSync } from 'node:fs'
+import { createHash } from 'node:crypto'
+import { closeSync, fdatasyncSync, mkdirSync, openSync, readdirSync, readFileSync, realpathSync, rmdirSync, statSync, unlinkSync, writeFileSync, writeSync } from 'node:fs'
+import { dirname } from 'node:path'
 import os from 'node:os'
 import { fileURLToPath } from 'node:url'
 import { writeResult } from './results.js'
@@ -212,6 +216,109 @@ async function directly(dir, dial = () => client) {
   return times
 }
 
+// The floor of kubevol's part: for one round trip, the filesystem steps the kubelet itself makes
+// around the driver's calls (SPEC §7.7; csi_attacher's MountDevice and UnmountDevice, csi_mounter's
+// SetUpAt and TearDownAt, the operation generator's CleanSubPaths and GetDeviceMountRefs), with
+// node:fs synchronously on this thread, under the same base directory, and no driver: its time is
+// measured apart. The pod's `mount` directory is the driver's to make and remove, so never here.
+const absent = (fn) => {
+  try {
+    return fn()
+  } catch (err) {
+    if (err.code !== 'ENOENT') throw err
+  }
+}
+
+// GetMountRefs: the path stat'ed, its symlinks resolved, the mount table read and searched for the
+// other mounts of what is mounted there (SearchMountPoints).
+function mountRefs(path) {
+  statSync(path)
+  const real = realpathSync(path)
+  const mounts = readFileSync('/proc/self/mountinfo', 'utf8').trimEnd().split('\n').map((line) => line.split(' '))
+  const at = mounts.findLast(([, , , , point]) => real === point || real.startsWith(point === '/' ? '/' : `${point}/`))
+  const root = `${at[3]}${real.slice(at[4].length)}`.replace(/^\/\//, '/')
+  return mounts.filter((m) => m !== at && m[3] === root && m[2] === at[2]).map((m) => m[4])
+}
+
+// removeMountDir: when the directory is not a mount point (IsLikelyNotMountPoint: its device
+// against its parent's), it, vol_data.json beside it and their directory removed, each absent fine.
+function removeMountDir(path) {
+  const info = statSync(path, { throwIfNoEntry: false })
+  if (info && info.dev !== statSync(dirname(path)).dev) throw new Error(`${path} is still mounted`)
+  absent(() => rmdirSync(path))
+  absent(() => unlinkSync(`${dirname(path)}/vol_data.json`))
+  absent(() => rmdirSync(dirname(path)))
+}
+
+function kubeletSteps(dir, i) {
+  const handle = `floor-${i}`
+  const staging = `${dir}/plugins/kubernetes.io/csi/${DRIVER}/${createHash('sha256').update(handle).digest('hex')}/globalmount`
+  const volume = `${dir}/pods/u${i}/volumes/kubernetes.io~csi/data`
+  // Before NodeStage: the staging directory and its vol_data.json.
+  mkdirSync(staging, { recursive: true, mode: 0o750 })
+  writeFileSync(`${dirname(staging)}/vol_data.json`, JSON.stringify({ driverName: DRIVER, volumeHandle: handle }), { mode: 0o640 })
+  // Before NodePublish: the pod's volume directory and its vol_data.json.
+  mkdirSync(volume, { recursive: true, mode: 0o750 })
+  const published = { specVolID: 'data', volumeHandle: handle, driverName: DRIVER, nodeName: 'node-1', attachmentID: '', volumeLifecycleMode: 'Persistent' }
+  writeFileSync(`${volume}/vol_data.json`, JSON.stringify(published), { mode: 0o640 })
+  // Before NodeUnpublish: the unmounter reads vol_data.json; CleanSubPaths looks for sub paths.
+  JSON.parse(readFileSync(`${volume}/vol_data.json`, 'utf8'))
+  absent(() => readdirSync(`${dir}/pods/u${i}/volume-subpaths/data`))
+  // After it, then before and after NodeUnstage.
+  removeMountDir(`${volume}/mount`)
+  if (mountRefs(staging).length > 0) throw new Error(`${staging} has mount references`)
+  JSON.parse(readFileSync(`${dirname(staging)}/vol_data.json`, 'utf8'))
+  removeMountDir(staging)
+}
+
+/** {@link kubeletSteps} ROUNDS times (after WARMUP), each round timed. */
+function stepsFloor() {
+  const times = []
+  for (let i = 0; i < ROUNDS + WARMUP; i++) {
+    const t0 = performance.now()
+    kubeletSteps(`${base}/floor`, i)
+    if (i >= WARMUP) times.push(performance.now() - t0)
+  }
+  return times
+}
+
+// The stage intent alone: one write of its size made durable as the journal makes it (into room of
+// zeros made and synced beforehand, where the records end, then fdatasync). The size is the synced
+// write's in this bench: the device intent carries the volume's spec (about 1 KB), and the previous
+// round's unsynced note rides with it.
+const INTENT_BYTES = 1100
+function durableWrites() {
+  const path = `${base}/floor-journal`
+  writeFileSync(path, new Uint8Array(Math.max(256 * 1024, (ROUNDS + WARMUP) * INTENT_BYTES)))
+  const fd = openSync(path, 'r+')
+  const record = Buffer.from(`${'i'.repeat(INTENT_BYTES - 1)}\n`)
+  const times = []
+  try {
+    fdatasyncSync(fd)
+    for (let i = 0; i < ROUNDS + WARMUP; i++) {
+      const t0 = performance.now()
+      writeSync(fd, record, 0, record.length, i * record.length)
+      fdatasyncSync(fd)
+      if (i >= WARMUP) times.push(performance.now() - t0)
+    }
+  } finally {
+    closeSync(fd)
+  }
+  return times
+}
+
+/**
+ * The floor measured after the manager's rounds, and what it gives: the share of (steps + fsync)
+ * against the driver's time per round trip (medians), and kubevol's part against it.
+ */
+function floorOf(rounds, kubevolPerRound) {
+  const steps = summary(stepsFloor())
+  const fsync = summary(durableWrites())
+  const driverPerRound = summary(rounds.map((r) => r.driverMs))
+  const ms = steps.medianMs + fsync.medianMs
+  return { steps, fsync, driverPerRound, share: ms / (ms + driverPerRound.medianMs), ratio: kubevolPerRound.medianMs / ms }
+}
+
 try {
   const raw = summary(await directly('direct'))
   const perCall = summary(await directly('dialled', () => createGrpcCsiDriver({ endpoint })))
@@ -223,6 +330,7 @@ try {
   // Per round trip, its median: the share above is a sum, which a few slow rounds on a busy machine move.
   const kubevolPerRound = summary(rounds.map((r) => r.ms - r.driverMs))
   const ratio = managed.medianMs / raw.medianMs
+  const floor = floorOf(rounds, kubevolPerRound)
   const md = [
     '## CSI round trips (real kernel, reference driver over gRPC)',
     '',
@@ -241,13 +349,17 @@ try {
     `| kubevol's share (everything else: populator, reconciler, journal, directories, vol_data.json, checks) | ${(share * 100).toFixed(1)} % (${(kubevolMs / rounds.length).toFixed(2)} ms per round trip) |`,
     `| kubevol's part of a round trip (the round trip minus its driver calls), median (p99) | ${kubevolPerRound.medianMs.toFixed(2)} ms (${kubevolPerRound.p99Ms.toFixed(2)} ms) |`,
     `| target (issue 23): kubevol's share ≤ ${TARGET_SHARE * 100} % | ${share <= TARGET_SHARE ? 'met' : 'not met'} |`,
+    `| the kubelet's steps around the driver, made directly (floor of kubevol's part), median (p99) | ${floor.steps.medianMs.toFixed(2)} ms (${floor.steps.p99Ms.toFixed(2)} ms) |`,
+    `| one durable append (the stage intent's fdatasync), median (p99) | ${floor.fsync.medianMs.toFixed(2)} ms (${floor.fsync.p99Ms.toFixed(2)} ms) |`,
+    `| the share those two would give against the same driver time (${floor.driverPerRound.medianMs.toFixed(2)} ms a round trip, median) | ${(floor.share * 100).toFixed(1)} % |`,
+    `| kubevol's part ÷ that floor (medians) | ${floor.ratio.toFixed(2)}× |`,
     '',
     `Load average at the end: ${os.loadavg().map((l) => l.toFixed(2)).join(', ')}.`,
     '',
   ]
   console.log(md.join('\n'))
   // KUBEVOL_BENCH_DRY=1 (trial and before/after runs) prints the table and writes nothing.
-  if (!process.env.KUBEVOL_BENCH_DRY) await writeResult('csi', { benchmark: 'csi', rounds: ROUNDS, raw, perCall, managed, driverMs: inDriver, kubevolMs, kubevolPerRound, share, ratio }, md.join('\n'))
+  if (!process.env.KUBEVOL_BENCH_DRY) await writeResult('csi', { benchmark: 'csi', rounds: ROUNDS, raw, perCall, managed, driverMs: inDriver, kubevolMs, kubevolPerRound, share, ratio, floor }, md.join('\n'))
 } finally {
   client.close?.()
   driver.kill()
