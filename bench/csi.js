@@ -307,6 +307,23 @@ function durableWrites() {
   return times
 }
 
+// One call to the I/O worker and back, as each of kubevol's host calls goes (an lstat of a directory,
+// each awaited before the next): what a trip costs with nothing else in it.
+async function workerTrips() {
+  const host = createLinuxHost({})
+  const times = []
+  try {
+    for (let i = 0; i < ROUNDS + WARMUP; i++) {
+      const t0 = performance.now()
+      await host.lstat(base)
+      if (i >= WARMUP) times.push(performance.now() - t0)
+    }
+  } finally {
+    host.close()
+  }
+  return times
+}
+
 /**
  * The floor measured after the manager's rounds, and what it gives: the share of (steps + fsync)
  * against the driver's time per round trip (medians), and kubevol's part against it.
@@ -331,6 +348,7 @@ try {
   const kubevolPerRound = summary(rounds.map((r) => r.ms - r.driverMs))
   const ratio = managed.medianMs / raw.medianMs
   const floor = floorOf(rounds, kubevolPerRound)
+  const trip = summary(await workerTrips())
   const md = [
     '## CSI round trips (real kernel, reference driver over gRPC)',
     '',
@@ -351,6 +369,7 @@ try {
     `| target (issue 23): kubevol's share ≤ ${TARGET_SHARE * 100} % | ${share <= TARGET_SHARE ? 'met' : 'not met'} |`,
     `| the kubelet's steps around the driver, made directly (floor of kubevol's part), median (p99) | ${floor.steps.medianMs.toFixed(2)} ms (${floor.steps.p99Ms.toFixed(2)} ms) |`,
     `| one durable append (the stage intent's fdatasync), median (p99) | ${floor.fsync.medianMs.toFixed(2)} ms (${floor.fsync.p99Ms.toFixed(2)} ms) |`,
+    `| one call to kubevol's I/O worker and back with nothing else in it (an lstat), median (p99) | ${trip.medianMs.toFixed(3)} ms (${trip.p99Ms.toFixed(3)} ms) |`,
     `| the share those two would give against the same driver time (${floor.driverPerRound.medianMs.toFixed(2)} ms a round trip, median) | ${(floor.share * 100).toFixed(1)} % |`,
     `| kubevol's part ÷ that floor (medians) | ${floor.ratio.toFixed(2)}× |`,
     '',
@@ -359,7 +378,7 @@ try {
   ]
   console.log(md.join('\n'))
   // KUBEVOL_BENCH_DRY=1 (trial and before/after runs) prints the table and writes nothing.
-  if (!process.env.KUBEVOL_BENCH_DRY) await writeResult('csi', { benchmark: 'csi', rounds: ROUNDS, raw, perCall, managed, driverMs: inDriver, kubevolMs, kubevolPerRound, share, ratio, floor }, md.join('\n'))
+  if (!process.env.KUBEVOL_BENCH_DRY) await writeResult('csi', { benchmark: 'csi', rounds: ROUNDS, raw, perCall, managed, driverMs: inDriver, kubevolMs, kubevolPerRound, share, ratio, floor: { ...floor, trip } }, md.join('\n'))
 } finally {
   client.close?.()
   driver.kill()
