@@ -72,7 +72,9 @@ async function kubevolSide(workload, dir) {
       else if (space.space_name === 'old_space') heap.oldMiB = Math.max(heap.oldMiB, mib)
     }
   }
-  const sampler = setInterval(sampleHeap, 10)
+  // Every 50 ms, and not in the idle window (whose CPU it would add to): the spaces change size only
+  // at a collection, and keep it until the next.
+  let sampler = setInterval(sampleHeap, 50)
   const cpu = () => {
     const u = process.cpuUsage()
     return (u.user + u.system) / 1e6
@@ -98,11 +100,14 @@ async function kubevolSide(workload, dir) {
     const fillCpuSeconds = cpu() - c0
     await manager.waitForIdle()
     // The idle window: the node left alone, its CPU measured.
+    clearInterval(sampler)
+    sampleHeap()
     const i0 = cpu()
     const w0 = performance.now()
     await new Promise((resolve) => setTimeout(resolve, c.idleSeconds * 1000))
     const wallSeconds = ms(w0) / 1000
     const idleCpu = cpu() - i0
+    sampler = setInterval(sampleHeap, 50)
     const startupMs = []
     const unmountMs = []
     for (let i = 0; i < c.warmup + c.samples; i++) {
