@@ -320,6 +320,14 @@ async function kubelet(r) {
       table.push(`| ${row.what} | ${value(k['kubevol-image'].median, row.unit)} | ${range(k)} | ${range(d)} |`)
     }
   }
+  // Where kubevol's peak goes: its fixed part and V8's heap spaces, each kubevol run's own figures.
+  if (j.parts?.length) {
+    const columns = Object.keys(j.parts[0].values)
+    const title = { 'latency kubevol': "latency, Node's defaults", 'kernel kubevol': "kernel, Node's defaults", 'kernel kubevol-image': 'kernel, as the image' }
+    const cell = (v) => (typeof v === 'number' ? value(v, 'MiB') : '–')
+    table.push('', "Where kubevol's peak goes (medians over the pairs):", '', `| | ${columns.map((c) => title[c] ?? c).join(' | ')} |`, `| --- |${columns.map(() => ' ---: |').join('')}`)
+    for (const part of j.parts) table.push(`| ${part.what} | ${columns.map((c) => cell(part.values[c])).join(' | ')} |`)
+  }
   // A workload run again alone keeps the other's recorded pairs: each has its own date and load.
   const when = j.runs
     ? Object.entries(j.runs).map(([w, x]) => `the ${w} workload ${x.date} (${x.pairs} pairs), load average ${x.loadBefore} before and ${x.loadAfter} after`)
