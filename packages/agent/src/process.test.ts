@@ -38,6 +38,34 @@ describe('the agent process', () => {
     expect(o.codes).toEqual([0])
   })
 
+  // Node stops watching a signal when its last listener goes, and drops one that had arrived but not
+  // yet reached a listener: from the first listener until the agent stops there must always be one.
+  it('keeps a SIGTERM and a SIGINT listener from before the start until the agent stops (a signal in between is never dropped)', async () => {
+    const d = tempDir()
+    dirs.push(d)
+    const signals = new EventEmitter()
+    const gaps: string[] = []
+    let stopped = false
+    signals.on('removeListener', (name: string) => {
+      if (!stopped && (name === 'SIGTERM' || name === 'SIGINT') && signals.listenerCount(name) === 0) gaps.push(name)
+    })
+    const o = io()
+    const agent = await runAgentProcess({
+      argv: ['--node-name=n1', '--port=0', `--pod-manifest-path=${d.dir}`, '--logging-format=json', '--v=0'],
+      env: {},
+      signals: signals as never,
+      ...o,
+    })
+    expect(gaps).toEqual([])
+    expect(signals.listenerCount('SIGTERM')).toBe(1)
+    expect(signals.listenerCount('SIGINT')).toBe(1)
+    stopped = true
+    signals.emit('SIGTERM')
+    await agent?.stopped
+    await until('exit', () => o.codes.length > 0)
+    expect(o.codes).toEqual([0])
+  })
+
   it('a SIGTERM while it starts stops it once started, and exits 0', async () => {
     const d = tempDir()
     dirs.push(d)

@@ -76,18 +76,23 @@ export async function runAgentProcess(options: ProcessOptions): Promise<Agent | 
   }
   signals.once('SIGTERM', onEarlySignal)
   signals.once('SIGINT', onEarlySignal)
+  const offEarly = (): void => {
+    signals.off('SIGTERM', onEarlySignal)
+    signals.off('SIGINT', onEarlySignal)
+  }
   let agent: Agent
   try {
     const config = await loadAgentConfig({ argv: options.argv, env: options.env, warn: (message) => stderr.write(`${message}\n`) })
     agent = await startAgent(config, { env: options.env })
   } catch (err) {
+    offEarly()
     stderr.write(`kubevol-agent: ${err instanceof Error ? err.message : String(err)}\n`)
     exit(err instanceof AgentConfigError ? 2 : 1)
     return undefined
-  } finally {
-    signals.off('SIGTERM', onEarlySignal)
-    signals.off('SIGINT', onEarlySignal)
   }
+  // The shutdown's listeners go on before the early ones come off: node stops watching a signal when
+  // its last listener goes, and a signal that had arrived but not yet reached a listener is lost with
+  // that watch (the process then ran on after its SIGTERM).
   const onSignal = shutdownOnSignal(agent, {
     signals,
     exit,
@@ -96,6 +101,7 @@ export async function runAgentProcess(options: ProcessOptions): Promise<Agent | 
     stderr,
     program: 'kubevol-agent',
   })
+  offEarly()
   if (early) onSignal()
   return agent
 }
