@@ -18,18 +18,25 @@ function io() {
   return { out, err, codes, stdout: { write: (t: string) => out.push(t) }, stderr: { write: (t: string) => err.push(t) }, exit: (c: number) => codes.push(c) }
 }
 
+/** The agent started in static mode on an empty manifest directory, with `signals` as its signal source. */
+function startStatic(signals: EventEmitter) {
+  const d = tempDir()
+  dirs.push(d)
+  const o = io()
+  const starting = runAgentProcess({
+    argv: ['--node-name=n1', '--port=0', `--pod-manifest-path=${d.dir}`, '--logging-format=json', '--v=0'],
+    env: {},
+    signals: signals as never,
+    ...o,
+  })
+  return { starting, o }
+}
+
 describe('the agent process', () => {
   it('shuts down on SIGTERM and exits 0', async () => {
-    const d = tempDir()
-    dirs.push(d)
     const signals = new EventEmitter()
-    const o = io()
-    const agent = await runAgentProcess({
-      argv: ['--node-name=n1', '--port=0', `--pod-manifest-path=${d.dir}`, '--logging-format=json', '--v=0'],
-      env: {},
-      signals: signals as never,
-      ...o,
-    })
+    const { starting, o } = startStatic(signals)
+    const agent = await starting
     expect(agent).toBeDefined()
     expect((await get(`${agent?.url}/livez`)).status).toBe(200)
     signals.emit('SIGTERM')
@@ -41,21 +48,14 @@ describe('the agent process', () => {
   // Node stops watching a signal when its last listener goes, and drops one that had arrived but not
   // yet reached a listener: from the first listener until the agent stops there must always be one.
   it('keeps a SIGTERM and a SIGINT listener from before the start until the agent stops (a signal in between is never dropped)', async () => {
-    const d = tempDir()
-    dirs.push(d)
     const signals = new EventEmitter()
     const gaps: string[] = []
     let stopped = false
     signals.on('removeListener', (name: string) => {
       if (!stopped && (name === 'SIGTERM' || name === 'SIGINT') && signals.listenerCount(name) === 0) gaps.push(name)
     })
-    const o = io()
-    const agent = await runAgentProcess({
-      argv: ['--node-name=n1', '--port=0', `--pod-manifest-path=${d.dir}`, '--logging-format=json', '--v=0'],
-      env: {},
-      signals: signals as never,
-      ...o,
-    })
+    const { starting, o } = startStatic(signals)
+    const agent = await starting
     expect(gaps).toEqual([])
     expect(signals.listenerCount('SIGTERM')).toBe(1)
     expect(signals.listenerCount('SIGINT')).toBe(1)
@@ -67,16 +67,8 @@ describe('the agent process', () => {
   })
 
   it('a SIGTERM while it starts stops it once started, and exits 0', async () => {
-    const d = tempDir()
-    dirs.push(d)
     const signals = new EventEmitter()
-    const o = io()
-    const starting = runAgentProcess({
-      argv: ['--node-name=n1', '--port=0', `--pod-manifest-path=${d.dir}`, '--logging-format=json', '--v=0'],
-      env: {},
-      signals: signals as never,
-      ...o,
-    })
+    const { starting, o } = startStatic(signals)
     // Before startAgent has returned: no listener of the shutdown's own yet.
     expect(signals.listenerCount('SIGTERM')).toBe(1)
     signals.emit('SIGTERM')
